@@ -1,0 +1,100 @@
+package base
+
+import (
+	"fmt"
+	"time"
+)
+
+// TaskMessage is a task as the storage keeps it: what the caller gave at
+// Enqueue plus the bookkeeping that changes over the task's life. Backends
+// store every field and give it back unchanged.
+type TaskMessage struct {
+	// ID identifies the task within its queue.
+	ID string
+	// Type names the handler that processes the task.
+	Type string
+	// Payload is the task's data, opaque to htq.
+	Payload []byte
+	// Queue is the queue the task belongs to.
+	Queue string
+
+	// MaxRetry is how many times a failed task is retried before it is
+	// archived. 0 means never retried.
+	MaxRetry int
+	// Retried is how many times the task has been retried so far.
+	Retried int
+	// Timeout bounds one attempt; 0 means no per-attempt timeout.
+	Timeout time.Duration
+	// Deadline bounds every attempt; zero means none.
+	Deadline time.Time
+
+	// UniqueKey, when not empty, is the uniqueness lock the task holds
+	// until it completes or is deleted, for at most UniqueTTL.
+	UniqueKey string
+	// UniqueTTL is how long the uniqueness lock lasts at most.
+	UniqueTTL time.Duration
+
+	// Retention is how long the task is kept in the completed state after
+	// it succeeds; 0 means it is deleted at once.
+	Retention time.Duration
+	// GroupKey, when not empty, puts the task in the aggregating state of
+	// that group.
+	GroupKey string
+
+	// LastErr is the error message of the last failed attempt.
+	LastErr string
+	// LastFailedAt is when the last attempt failed (zero if never).
+	LastFailedAt time.Time
+}
+
+// Validate checks the fields a caller controls. It is the one place that
+// decides what a backend may be asked to store.
+func (m *TaskMessage) Validate() error {
+	if err := ValidateTaskType(m.Type); err != nil {
+		return err
+	}
+	if err := ValidateTaskID(m.ID); err != nil {
+		return err
+	}
+	if err := ValidateQueueName(m.Queue); err != nil {
+		return err
+	}
+	if len(m.Payload) > MaxPayloadSize {
+		return fmt.Errorf("%w: payload is %d bytes, the limit is %d", ErrPayloadTooLarge, len(m.Payload), MaxPayloadSize)
+	}
+	if m.MaxRetry < 0 {
+		return fmt.Errorf("%w: MaxRetry %d is negative", ErrInvalidArgument, m.MaxRetry)
+	}
+	if m.Timeout < 0 {
+		return fmt.Errorf("%w: Timeout %v is negative", ErrInvalidArgument, m.Timeout)
+	}
+	if m.Retention < 0 {
+		return fmt.Errorf("%w: Retention %v is negative", ErrInvalidArgument, m.Retention)
+	}
+	if m.UniqueKey != "" && m.UniqueTTL < time.Second {
+		return fmt.Errorf("%w: Unique TTL %v is shorter than one second", ErrInvalidArgument, m.UniqueTTL)
+	}
+	if m.GroupKey != "" {
+		if err := ValidateGroupKey(m.GroupKey); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TaskInfo describes a task as stored, for Enqueue's answer and the
+// Inspector.
+type TaskInfo struct {
+	Message *TaskMessage
+	State   TaskState
+	// NextProcessAt is when a pending, scheduled or retry task is due
+	// (now for pending ones); zero for other states.
+	NextProcessAt time.Time
+	// LeaseDeadline is when the lease of an active task runs out; a task
+	// whose lease ran out is orphaned (its worker is gone).
+	LeaseDeadline time.Time
+	// CompletedAt is when a completed task succeeded.
+	CompletedAt time.Time
+	// Result is what the handler wrote with its ResultWriter.
+	Result []byte
+}

@@ -1,0 +1,26 @@
+package base
+
+import "time"
+
+// ServerInfo is the presence record a running Server keeps in the storage
+// while it lives (the Heartbeater renews it).
+type ServerInfo struct {
+	ID             string         `json:"id"`
+	Host           string         `json:"host"`
+	PID            int            `json:"pid"`
+	Concurrency    int            `json:"concurrency"`
+	Queues         map[string]int `json:"queues"`
+	StrictPriority bool           `json:"strict_priority"`
+	Started        time.Time      `json:"started"`
+	Status         string         `json:"status"`
+	// ActiveTasks lists the tasks the server is running now.
+	ActiveTasks []ActiveTask `json:"active_tasks,omitempty"`
+}
+
+// ActiveTask is one task a server is running, as its presence record shows it.
+type ActiveTask struct {
+	ID      string    `json:"id"`
+	Queue   string    `json:"queue"`
+	Type    string    `json:"type"`
+	Started time.Time `json:"started"`
+}
