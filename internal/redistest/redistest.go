@@ -216,4 +216,3 @@ func waitReady(addr string, timeout time.Duration) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
