@@ -58,7 +58,8 @@ type Broker interface {
 	// token no longer holds the task.
 	Complete(ctx context.Context, leases []LeaseRef) []error
 	// Retry moves an active task to retry, due after p.Delay on the storage
-	// clock, with Retried+1, LastErr and LastFailedAt set.
+	// clock, with LastErr and LastFailedAt set and, when p.IsFailure,
+	// Retried+1 (an error that is not a failure does not use up a retry).
 	Retry(ctx context.Context, p RetryParams) error
 	// Archive moves an active task to archived with LastErr and
 	// LastFailedAt set (Retried is kept).
