@@ -1,0 +1,50 @@
+package htq
+
+import (
+	"errors"
+
+	"github.com/htqueue/htq/internal/base"
+)
+
+// Errors returned by htq. Test them with errors.Is: the errors returned are
+// wrapped with context.
+var (
+	// ErrInvalidArgument marks bad input (an empty type, a negative option,
+	// a malformed queue name, a Deadline in the past). Nothing was written.
+	ErrInvalidArgument = base.ErrInvalidArgument
+	// ErrDuplicateTask is returned by Enqueue when a task with the same
+	// type, payload and queue holds a uniqueness lock (the Unique option).
+	ErrDuplicateTask = base.ErrDuplicateTask
+	// ErrTaskIDConflict is returned by Enqueue when the queue already holds
+	// a task with the ID given by the TaskID option.
+	ErrTaskIDConflict = base.ErrTaskIDConflict
+	// ErrTaskNotFound means no task has that ID in that queue.
+	ErrTaskNotFound = base.ErrTaskNotFound
+	// ErrQueueNotFound means the queue does not exist.
+	ErrQueueNotFound = base.ErrQueueNotFound
+	// ErrLeaseLost means a worker's lease on its task has expired or been
+	// taken over; the worker's writes for that task are refused.
+	ErrLeaseLost = base.ErrLeaseLost
+	// ErrPayloadTooLarge means the payload is over MaxPayloadSize bytes.
+	ErrPayloadTooLarge = base.ErrPayloadTooLarge
+	// ErrStorageClosed means the Storage was closed.
+	ErrStorageClosed = base.ErrStorageClosed
+	// ErrUnknownScheme means Open was given a URL whose scheme htq does not know.
+	ErrUnknownScheme = base.ErrUnknownScheme
+	// ErrServerClosed is returned by Start and Run on a Server that was
+	// already shut down.
+	ErrServerClosed = errors.New("htq: server closed")
+	// ErrServerRunning is returned by Start and Run on a Server that is
+	// already running.
+	ErrServerRunning = errors.New("htq: server already running")
+	// ErrLeaseExpired is the error recorded on a task whose worker stopped
+	// renewing its lease (the worker crashed or was cut off).
+	ErrLeaseExpired = errors.New("htq: task lease expired")
+)
+
+// SkipRetry, returned by a Handler (or wrapped in its error), archives the
+// task at once instead of retrying it.
+var SkipRetry = errors.New("skip retry for the task")
+
+// MaxPayloadSize is the largest payload Enqueue accepts, in bytes.
+const MaxPayloadSize = base.MaxPayloadSize

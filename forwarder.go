@@ -1,0 +1,87 @@
+package htq
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/htqueue/htq/internal/broker"
+	"github.com/jonboulle/clockwork"
+)
+
+// A forwarder moves scheduled and retry tasks to pending when they are
+// due. It sleeps until the earliest due time of its queues (as the storage
+// reports it), or until an event says an earlier task was added, so that a
+// due task is forwarded within milliseconds; maxSleep bounds the sleep in
+// case an event was lost.
+type forwarder struct {
+	b        broker.Broker
+	logger   *slog.Logger
+	clock    clockwork.Clock
+	queues   []string
+	maxSleep time.Duration
+
+	wake     chan struct{}
+	quit     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// forwardBatch bounds how many tasks one Forward call moves.
+const forwardBatch = 1000
+
+func newForwarder(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, queues []string, maxSleep time.Duration) *forwarder {
+	return &forwarder{b: b, logger: logger.With("component", "htq.forwarder"), clock: clock,
+		queues: queues, maxSleep: maxSleep,
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (f *forwarder) start(ctx context.Context) {
+	go func() {
+		defer close(f.done)
+		timer := f.clock.NewTimer(0)
+		defer timer.Stop()
+		for {
+			select {
+			case <-f.quit:
+				return
+			case <-f.wake:
+			case <-timer.Chan():
+			}
+			timer.Reset(f.forward(ctx))
+		}
+	}()
+}
+
+// signal wakes the forwarder; it never blocks.
+func (f *forwarder) signal() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (f *forwarder) shutdown() {
+	f.stopOnce.Do(func() { close(f.quit) })
+	<-f.done
+}
+
+// forward moves due tasks of every queue and returns how long to sleep.
+func (f *forwarder) forward(ctx context.Context) time.Duration {
+	sleep := f.maxSleep
+	for _, q := range f.queues {
+		res, err := f.b.Forward(ctx, q, forwardBatch)
+		if err != nil {
+			logCall(f.logger, "forward", err, "queue", q)
+			continue
+		}
+		if res.HasNext && res.NextIn < sleep {
+			sleep = res.NextIn
+		}
+	}
+	if sleep < 0 {
+		sleep = 0
+	}
+	return sleep
+}

@@ -1,0 +1,53 @@
+package htq
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/htqueue/htq/internal/broker"
+)
+
+// A janitor deletes completed tasks whose retention has run out, a batch
+// at a time.
+type janitor struct {
+	b         broker.Broker
+	logger    *slog.Logger
+	queues    []string
+	batchSize int
+}
+
+func newJanitor(b broker.Broker, logger *slog.Logger, queues []string, batchSize int) *janitor {
+	return &janitor{b: b, logger: logger.With("component", "htq.janitor"), queues: queues, batchSize: batchSize}
+}
+
+func (j *janitor) exec(ctx context.Context) {
+	for _, q := range j.queues {
+		for ctx.Err() == nil {
+			n, err := j.b.DeleteExpiredCompleted(ctx, q, j.batchSize)
+			if err != nil {
+				logCall(j.logger, "delete expired completed tasks", err, "queue", q)
+				break
+			}
+			if n < j.batchSize {
+				break
+			}
+		}
+	}
+}
+
+// A healthChecker pings the storage and tells the user's HealthCheckFunc.
+type healthChecker struct {
+	b  broker.Broker
+	fn func(error)
+}
+
+func newHealthChecker(b broker.Broker, fn func(error)) *healthChecker {
+	return &healthChecker{b: b, fn: fn}
+}
+
+func (h *healthChecker) exec(ctx context.Context) {
+	if h.fn == nil {
+		return
+	}
+	h.fn(h.b.Ping(ctx))
+}

@@ -1,0 +1,179 @@
+package htq
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/htqueue/htq/internal/base"
+)
+
+// Option configures one task at Enqueue (or as a default in NewTask).
+type Option interface {
+	// String describes the option, e.g. `Queue("critical")`.
+	String() string
+	apply(*taskOptions) error
+}
+
+// taskOptions is what the options of one Enqueue add up to.
+type taskOptions struct {
+	queue     string
+	maxRetry  int
+	timeout   time.Duration
+	deadline  time.Time
+	processAt time.Time
+	processIn time.Duration
+	uniqueTTL time.Duration
+	taskID    string
+	retention time.Duration
+	group     string
+}
+
+// Defaults applied when no option says otherwise.
+const (
+	// DefaultMaxRetry is the retries a task gets without MaxRetry.
+	DefaultMaxRetry = 25
+	// DefaultTimeout bounds an attempt of a task that has neither Timeout
+	// nor Deadline.
+	DefaultTimeout = 30 * time.Minute
+)
+
+type option struct {
+	desc string
+	fn   func(*taskOptions) error
+}
+
+func (o option) String() string              { return o.desc }
+func (o option) apply(to *taskOptions) error { return o.fn(to) }
+
+// Queue puts the task in the named queue (default "default").
+func Queue(name string) Option {
+	return option{fmt.Sprintf("Queue(%q)", name), func(o *taskOptions) error {
+		if err := base.ValidateQueueName(name); err != nil {
+			return err
+		}
+		o.queue = name
+		return nil
+	}}
+}
+
+// MaxRetry sets how many times the task is retried after a failure before
+// it is archived (default 25). 0 means no retry.
+func MaxRetry(n int) Option {
+	return option{fmt.Sprintf("MaxRetry(%d)", n), func(o *taskOptions) error {
+		if n < 0 {
+			return fmt.Errorf("%w: MaxRetry(%d) is negative", base.ErrInvalidArgument, n)
+		}
+		o.maxRetry = n
+		return nil
+	}}
+}
+
+// Timeout bounds each attempt: the handler's ctx is cancelled after d.
+// 0 means no timeout (then a Deadline should be set, or DefaultTimeout applies).
+func Timeout(d time.Duration) Option {
+	return option{fmt.Sprintf("Timeout(%v)", d), func(o *taskOptions) error {
+		if d < 0 {
+			return fmt.Errorf("%w: Timeout(%v) is negative", base.ErrInvalidArgument, d)
+		}
+		o.timeout = d
+		return nil
+	}}
+}
+
+// Deadline bounds every attempt: the handler's ctx is cancelled at t. A
+// Deadline in the past is refused.
+func Deadline(t time.Time) Option {
+	return option{fmt.Sprintf("Deadline(%v)", t.Format(time.RFC3339Nano)), func(o *taskOptions) error {
+		if t.IsZero() {
+			return fmt.Errorf("%w: Deadline is the zero time", base.ErrInvalidArgument)
+		}
+		o.deadline = t
+		return nil
+	}}
+}
+
+// ProcessAt makes the task wait until t (a time in the past means now).
+func ProcessAt(t time.Time) Option {
+	return option{fmt.Sprintf("ProcessAt(%v)", t.Format(time.RFC3339Nano)), func(o *taskOptions) error {
+		o.processAt = t
+		o.processIn = 0
+		return nil
+	}}
+}
+
+// ProcessIn makes the task wait for d from now.
+func ProcessIn(d time.Duration) Option {
+	return option{fmt.Sprintf("ProcessIn(%v)", d), func(o *taskOptions) error {
+		if d < 0 {
+			return fmt.Errorf("%w: ProcessIn(%v) is negative", base.ErrInvalidArgument, d)
+		}
+		o.processIn = d
+		o.processAt = time.Time{}
+		return nil
+	}}
+}
+
+// Unique refuses (with ErrDuplicateTask) an Enqueue of a task with the same
+// type and payload into the same queue while an earlier one holds the lock:
+// until it completes or is deleted, and for at most ttl (at least 1 s).
+func Unique(ttl time.Duration) Option {
+	return option{fmt.Sprintf("Unique(%v)", ttl), func(o *taskOptions) error {
+		if ttl < time.Second {
+			return fmt.Errorf("%w: Unique(%v): the TTL must be at least 1s", base.ErrInvalidArgument, ttl)
+		}
+		o.uniqueTTL = ttl
+		return nil
+	}}
+}
+
+// TaskID gives the task this ID instead of a random one. Enqueue fails with
+// ErrTaskIDConflict while the queue holds a task with the same ID.
+func TaskID(id string) Option {
+	return option{fmt.Sprintf("TaskID(%q)", id), func(o *taskOptions) error {
+		if err := base.ValidateTaskID(id); err != nil {
+			return err
+		}
+		o.taskID = id
+		return nil
+	}}
+}
+
+// Retention keeps the task, with its result, for d after it completes
+// (default 0: deleted at once).
+func Retention(d time.Duration) Option {
+	return option{fmt.Sprintf("Retention(%v)", d), func(o *taskOptions) error {
+		if d < 0 {
+			return fmt.Errorf("%w: Retention(%v) is negative", base.ErrInvalidArgument, d)
+		}
+		o.retention = d
+		return nil
+	}}
+}
+
+// Group puts the task in the group key of its queue; the server's group
+// aggregator turns the group's tasks into one task.
+func Group(key string) Option {
+	return option{fmt.Sprintf("Group(%q)", key), func(o *taskOptions) error {
+		if err := base.ValidateGroupKey(key); err != nil {
+			return err
+		}
+		o.group = key
+		return nil
+	}}
+}
+
+// composeOptions applies the task's own options, then the call's.
+func composeOptions(taskOpts, callOpts []Option) (taskOptions, error) {
+	o := taskOptions{queue: base.DefaultQueue, maxRetry: DefaultMaxRetry}
+	for _, list := range [][]Option{taskOpts, callOpts} {
+		for _, opt := range list {
+			if opt == nil {
+				return o, fmt.Errorf("%w: nil Option", base.ErrInvalidArgument)
+			}
+			if err := opt.apply(&o); err != nil {
+				return o, err
+			}
+		}
+	}
+	return o, nil
+}

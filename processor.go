@@ -1,0 +1,336 @@
+package htq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
+	"github.com/jonboulle/clockwork"
+)
+
+// A processor fetches tasks from the server's queues and runs each in its
+// own goroutine, at most concurrency at a time. It fetches in batches (as
+// many tasks as it has free slots, in one storage call), hands outcomes of
+// successful tasks to an acker that writes them in batches, and when every
+// queue is empty it sleeps until a storage event (or the fallback poll)
+// wakes it.
+type processor struct {
+	processorParams
+	logger *slog.Logger
+
+	// slots holds one token per running task: send to take a slot,
+	// receive to free one.
+	slots chan struct{}
+	// wake is signalled (without blocking) when a queue may have tasks.
+	wake chan struct{}
+	// quit stops the fetch loop; fetchDone is closed when it has stopped.
+	quit      chan struct{}
+	quitOnce  sync.Once
+	fetchDone chan struct{}
+
+	acker    *acker
+	handlers sync.WaitGroup
+
+	mu     sync.Mutex
+	active map[broker.LeaseRef]*activeTask
+}
+
+type processorParams struct {
+	broker        broker.Broker
+	logger        *slog.Logger
+	clock         clockwork.Clock
+	handler       Handler
+	queues        *queueSelector
+	concurrency   int
+	leaseDuration time.Duration
+	pollInterval  time.Duration
+	retryDelay    RetryDelayFunc
+	isFailure     func(error) bool
+	errorHandler  ErrorHandler
+	baseContext   func() context.Context
+	serverID      string
+}
+
+// activeTask is one task being run by this server.
+type activeTask struct {
+	lease   *broker.Lease
+	started time.Time
+	cancel  context.CancelCauseFunc
+	// leaseUntil is this process's estimate of when its lease runs out
+	// (Unix nanoseconds of the local clock), renewed by the heartbeater.
+	leaseUntil atomic.Int64
+	// lost is set when the lease was lost; aborted when shutdown sent the
+	// task back to pending. Either way the outcome is not written.
+	lost    atomic.Bool
+	aborted atomic.Bool
+}
+
+// maxFetchBatch bounds how many tasks one fetch call asks for.
+const maxFetchBatch = 64
+
+// errShutdown is the cause of a handler ctx cancelled at shutdown.
+var errShutdown = errors.New("htq: server shutting down")
+
+func newProcessor(p processorParams) *processor {
+	return &processor{
+		processorParams: p,
+		logger:          p.logger.With("component", "htq.processor"),
+		slots:           make(chan struct{}, p.concurrency),
+		wake:            make(chan struct{}, 1),
+		quit:            make(chan struct{}),
+		fetchDone:       make(chan struct{}),
+		acker:           newAcker(p.broker, p.logger),
+		active:          make(map[broker.LeaseRef]*activeTask),
+	}
+}
+
+func (p *processor) start(ctx context.Context) {
+	p.acker.start()
+	go p.fetchLoop(ctx)
+}
+
+// signal wakes the fetch loop if it sleeps; it never blocks.
+func (p *processor) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stopFetching stops the fetch loop and waits until it has stopped.
+func (p *processor) stopFetching() {
+	p.quitOnce.Do(func() { close(p.quit) })
+	<-p.fetchDone
+}
+
+func (p *processor) fetchLoop(ctx context.Context) {
+	defer close(p.fetchDone)
+	poll := p.clock.NewTimer(p.pollInterval)
+	defer poll.Stop()
+	for {
+		// Take one slot (wait for a running task to end if none is free),
+		// then every other slot free at this moment, up to a batch.
+		select {
+		case <-p.quit:
+			return
+		case p.slots <- struct{}{}:
+		}
+		n := 1
+	more:
+		for n < maxFetchBatch {
+			select {
+			case p.slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		leases, err := p.fetch(ctx, n)
+		for i := len(leases); i < n; i++ {
+			<-p.slots
+		}
+		if err != nil {
+			logCall(p.logger, "fetch", err)
+			if !p.sleep(poll, time.Second) {
+				return
+			}
+			continue
+		}
+		for _, l := range leases {
+			p.handlers.Add(1)
+			go p.run(l)
+		}
+		if len(leases) == 0 && !p.sleep(poll, p.pollInterval) {
+			return
+		}
+	}
+}
+
+// sleep waits for a wake-up, the poll timer (reset to d) or quit, and
+// reports false on quit.
+func (p *processor) sleep(poll clockwork.Timer, d time.Duration) bool {
+	poll.Reset(d)
+	select {
+	case <-p.quit:
+		return false
+	case <-p.wake:
+	case <-poll.Chan():
+	}
+	return true
+}
+
+// fetch tries the queues in this fetch's order and returns the tasks of
+// the first queue that has any.
+func (p *processor) fetch(ctx context.Context, n int) ([]*broker.Lease, error) {
+	var firstErr error
+	for _, q := range p.queues.order() {
+		leases, err := p.broker.Fetch(ctx, broker.FetchParams{Queue: q, Max: n, LeaseDuration: p.leaseDuration, ServerID: p.serverID})
+		if err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("queue %s: %w", q, err)
+			}
+			continue
+		}
+		if len(leases) > 0 {
+			return leases, nil
+		}
+	}
+	return nil, firstErr
+}
+
+// run processes one leased task and writes its outcome.
+func (p *processor) run(l *broker.Lease) {
+	defer p.handlers.Done()
+	defer func() { <-p.slots }()
+	msg := l.Msg
+	now := p.clock.Now()
+	at := &activeTask{lease: l, started: now}
+	at.leaseUntil.Store(now.Add(p.leaseDuration).UnixNano())
+
+	ctx, cancel := context.WithCancelCause(p.baseContext())
+	at.cancel = cancel
+	defer cancel(nil)
+	ctx = withTaskMetadata(ctx, taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry})
+	if deadline, ok := taskDeadline(msg, now); ok {
+		var cancelDeadline context.CancelFunc
+		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
+		defer cancelDeadline()
+	}
+
+	ref := l.Ref()
+	p.mu.Lock()
+	p.active[ref] = at
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.active, ref)
+		p.mu.Unlock()
+	}()
+
+	task := &Task{typename: msg.Type, payload: msg.Payload,
+		w: &ResultWriter{ctx: context.WithoutCancel(ctx), b: p.broker, lease: ref}}
+	var err error
+	if ctx.Err() != nil {
+		err = ctx.Err() // the deadline passed before the task could start
+	} else {
+		err = p.perform(ctx, task)
+	}
+
+	switch {
+	case at.aborted.Load():
+		// Shutdown sent it back to pending; another worker will run it.
+	case at.lost.Load():
+		p.logger.Warn("task finished after its lease was lost; outcome dropped", "queue", msg.Queue, "id", msg.ID, "err", err)
+	case err == nil:
+		p.acker.complete(ref)
+	default:
+		p.fail(ctx, l, task, err)
+	}
+}
+
+// taskDeadline is when an attempt that starts at now must end.
+func taskDeadline(msg *base.TaskMessage, now time.Time) (time.Time, bool) {
+	var d time.Time
+	if msg.Timeout > 0 {
+		d = now.Add(msg.Timeout)
+	}
+	if !msg.Deadline.IsZero() && (d.IsZero() || msg.Deadline.Before(d)) {
+		d = msg.Deadline
+	}
+	return d, !d.IsZero()
+}
+
+// perform calls the handler, turning a panic into an error with its stack.
+func (p *processor) perform(ctx context.Context, task *Task) (err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			err = fmt.Errorf("panic: %v\n%s", x, debug.Stack())
+		}
+	}()
+	return p.handler.ProcessTask(ctx, task)
+}
+
+// fail writes the outcome of a failed attempt: retry, or archive when the
+// task is out of retries or the error wraps SkipRetry.
+func (p *processor) fail(ctx context.Context, l *broker.Lease, task *Task, err error) {
+	msg := l.Msg
+	if p.errorHandler != nil {
+		p.errorHandler.HandleError(ctx, task, err)
+	}
+	isFailure := p.isFailure(err)
+	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var werr error
+	if errors.Is(err, SkipRetry) || (isFailure && msg.Retried >= msg.MaxRetry) {
+		werr = p.broker.Archive(wctx, broker.ArchiveParams{Lease: l.Ref(), ErrMsg: err.Error()})
+	} else {
+		delay := p.retryDelay(msg.Retried, err, task)
+		werr = p.broker.Retry(wctx, broker.RetryParams{Lease: l.Ref(), Delay: delay, ErrMsg: err.Error(), IsFailure: isFailure})
+	}
+	logCall(p.logger, "write failed attempt", werr, "queue", msg.Queue, "id", msg.ID)
+}
+
+// drain waits up to timeout for running tasks, then cancels the ones still
+// running and sends them back to pending, and flushes the acker.
+func (p *processor) drain(timeout time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		p.handlers.Wait()
+		close(done)
+	}()
+	timer := p.clock.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.Chan():
+		p.requeueRunning()
+	}
+	p.acker.shutdown()
+}
+
+// requeueRunning cancels every running task and puts it back to pending.
+func (p *processor) requeueRunning() {
+	p.mu.Lock()
+	running := make([]*activeTask, 0, len(p.active))
+	for _, at := range p.active {
+		running = append(running, at)
+	}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, at := range running {
+		at.aborted.Store(true)
+		at.cancel(errShutdown)
+		ref := at.lease.Ref()
+		err := p.broker.Requeue(ctx, ref)
+		if err == nil {
+			p.logger.Info("task still running at shutdown sent back to pending", "queue", ref.Queue, "id", ref.ID)
+		}
+		logCall(p.logger, "requeue at shutdown", err, "queue", ref.Queue, "id", ref.ID)
+	}
+}
+
+// snapshot returns the tasks running now.
+func (p *processor) snapshot() []*activeTask {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*activeTask, 0, len(p.active))
+	for _, at := range p.active {
+		out = append(out, at)
+	}
+	return out
+}
+
+// loseLease marks a task's lease lost and cancels its handler.
+func (at *activeTask) loseLease() {
+	if at.lost.CompareAndSwap(false, true) {
+		at.cancel(ErrLeaseLost)
+	}
+}

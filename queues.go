@@ -1,0 +1,68 @@
+package htq
+
+import (
+	"math/rand/v2"
+	"sort"
+	"sync"
+)
+
+// queueSelector decides in which order a server tries its queues on each
+// fetch: by weighted random draw, or by strict priority.
+type queueSelector struct {
+	names   []string // sorted, for stable iteration
+	weights []int    // parallel to names
+	total   int
+	strict  bool
+	byPrio  []string // names by weight, highest first (strict order)
+
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func newQueueSelector(queues map[string]int, strict bool) *queueSelector {
+	qs := &queueSelector{strict: strict, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+	for q := range queues {
+		qs.names = append(qs.names, q)
+	}
+	sort.Strings(qs.names)
+	for _, q := range qs.names {
+		qs.weights = append(qs.weights, queues[q])
+		qs.total += queues[q]
+	}
+	qs.byPrio = append([]string(nil), qs.names...)
+	sort.SliceStable(qs.byPrio, func(i, j int) bool { return queues[qs.byPrio[i]] > queues[qs.byPrio[j]] })
+	return qs
+}
+
+// order returns the queues in the order to try them for one fetch. With
+// weights, each queue comes first with probability weight/total, and the
+// rest follow by the same rule among the remaining queues.
+func (qs *queueSelector) order() []string {
+	if qs.strict || len(qs.names) == 1 {
+		return qs.byPrio
+	}
+	out := make([]string, 0, len(qs.names))
+	weights := append([]int(nil), qs.weights...)
+	total := qs.total
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	for len(out) < len(qs.names) {
+		r := qs.rng.IntN(total)
+		for i, w := range weights {
+			if r < w {
+				out = append(out, qs.names[i])
+				total -= w
+				weights[i] = 0
+				break
+			}
+			r -= w
+		}
+	}
+	return out
+}
+
+// has reports whether q is one of the server's queues.
+func (qs *queueSelector) has(q string) bool {
+	i := sort.SearchStrings(qs.names, q)
+	return i < len(qs.names) && qs.names[i] == q
+}

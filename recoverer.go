@@ -1,0 +1,62 @@
+package htq
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/htqueue/htq/internal/broker"
+)
+
+// A recoverer finds active tasks whose lease ran out (their worker crashed,
+// was killed or was cut off from the storage) and sends them to retry, or
+// to archive when they are out of retries.
+type recoverer struct {
+	b          broker.Broker
+	logger     *slog.Logger
+	queues     []string
+	retryDelay RetryDelayFunc
+}
+
+const recoverBatch = 100
+
+func newRecoverer(b broker.Broker, logger *slog.Logger, queues []string, retryDelay RetryDelayFunc) *recoverer {
+	return &recoverer{b: b, logger: logger.With("component", "htq.recoverer"), queues: queues, retryDelay: retryDelay}
+}
+
+func (r *recoverer) exec(ctx context.Context) {
+	for _, q := range r.queues {
+		for ctx.Err() == nil {
+			leases, err := r.b.ExpiredLeases(ctx, q, recoverBatch)
+			if err != nil {
+				logCall(r.logger, "list expired leases", err, "queue", q)
+				break
+			}
+			for _, l := range leases {
+				r.recover(ctx, l)
+			}
+			if len(leases) < recoverBatch {
+				break
+			}
+		}
+	}
+}
+
+func (r *recoverer) recover(ctx context.Context, l *broker.Lease) {
+	msg := l.Msg
+	var err error
+	if msg.Retried >= msg.MaxRetry {
+		err = r.b.Archive(ctx, broker.ArchiveParams{Lease: l.Ref(), ErrMsg: ErrLeaseExpired.Error(), RequireExpired: true})
+	} else {
+		delay := r.retryDelay(msg.Retried, ErrLeaseExpired, NewTask(msg.Type, msg.Payload))
+		err = r.b.Retry(ctx, broker.RetryParams{Lease: l.Ref(), Delay: delay, ErrMsg: ErrLeaseExpired.Error(), IsFailure: true, RequireExpired: true})
+	}
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		// Renewed or recovered by someone else meanwhile: nothing to do.
+	case err != nil:
+		logCall(r.logger, "recover task", err, "queue", msg.Queue, "id", msg.ID)
+	default:
+		r.logger.Info("recovered task of a lost worker", "queue", msg.Queue, "id", msg.ID, "type", msg.Type, "retried", msg.Retried)
+	}
+}

@@ -1,0 +1,101 @@
+package htq
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/rdb"
+)
+
+// Storage is an open connection to the storage that holds the queues.
+// Clients, Servers and Inspectors made from one Storage share it; close it
+// once they are all done.
+type Storage struct {
+	b       broker.Broker
+	url     string
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// Schemes lists the storage URL schemes Open accepts.
+var schemes = []string{"redis", "rediss", "redis-sentinel", "redis-cluster"}
+
+// Open connects to the storage named by rawURL:
+//
+//	redis://[:password@]host:port/db        one Redis server
+//	rediss://[:password@]host:port/db       the same over TLS
+//	redis-sentinel://[:password@]h1:p1,h2:p2/db?master=NAME
+//	redis-cluster://[:password@]h1:p1,h2:p2 a Redis Cluster
+//
+// An unknown scheme gives an error wrapping ErrUnknownScheme that lists the
+// schemes Open knows.
+func Open(rawURL string) (*Storage, error) {
+	return OpenContext(context.Background(), rawURL)
+}
+
+// OpenContext is Open with a context bounding the connection attempt.
+func OpenContext(ctx context.Context, rawURL string) (*Storage, error) {
+	scheme, _, ok := strings.Cut(rawURL, ":")
+	if !ok || scheme == "" {
+		return nil, fmt.Errorf("htq: open %q: %w: no scheme; use one of %s", redact(rawURL), ErrUnknownScheme, strings.Join(schemes, ", "))
+	}
+	switch strings.ToLower(scheme) {
+	case "redis", "rediss", "redis-sentinel", "redis-cluster":
+		b, err := rdb.Open(ctx, rawURL, rdb.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("htq: open %s: %w", redact(rawURL), err)
+		}
+		return newStorage(b, rawURL), nil
+	default:
+		return nil, fmt.Errorf("htq: open %q: %w %q; use one of %s", redact(rawURL), ErrUnknownScheme, scheme, strings.Join(schemes, ", "))
+	}
+}
+
+func newStorage(b broker.Broker, rawURL string) *Storage {
+	return &Storage{b: b, url: redact(rawURL)}
+}
+
+// String returns the storage URL with any password removed.
+func (s *Storage) String() string { return s.url }
+
+// Ping checks that the storage answers.
+func (s *Storage) Ping(ctx context.Context) error { return s.b.Ping(ctx) }
+
+// Close closes the storage connection. Clients and Servers using it stop
+// working; shut Servers down first.
+func (s *Storage) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.b.Close()
+}
+
+// now reads the storage's clock, falling back to the local one.
+func (s *Storage) now(ctx context.Context) time.Time {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if t, err := s.b.Now(ctx); err == nil {
+		return t
+	}
+	return time.Now()
+}
+
+// redact hides the password of a URL.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
