@@ -315,12 +315,14 @@ func (srv *Server) Start(h Handler) error {
 // Run starts the server and blocks until SIGINT or SIGTERM, then shuts it
 // down gracefully (see Shutdown). SIGTSTP stops fetching new tasks.
 func (srv *Server) Run(h Handler) error {
-	if err := srv.Start(h); err != nil {
-		return err
-	}
+	// Listen before starting, so that no signal can find the default
+	// action once tasks run.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGTSTP)
 	defer signal.Stop(sigs)
+	if err := srv.Start(h); err != nil {
+		return err
+	}
 	for sig := range sigs {
 		if sig == syscall.SIGTSTP {
 			srv.Stop()
