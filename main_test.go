@@ -87,3 +87,5 @@ func quietConfig(cfg Config) Config {
 	return cfg
 }
 
+
+func osMkdirTemp() (string, error) { return os.MkdirTemp("", "htq-test-") }
