@@ -3,6 +3,7 @@ package htq
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,6 +14,9 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	redistest.StopShared()
+	if workerPath != "" {
+		os.RemoveAll(filepath.Dir(workerPath))
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
@@ -86,6 +90,5 @@ func quietConfig(cfg Config) Config {
 	}
 	return cfg
 }
-
 
 func osMkdirTemp() (string, error) { return os.MkdirTemp("", "htq-test-") }
