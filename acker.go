@@ -61,16 +61,36 @@ func (a *acker) loop() {
 	}
 }
 
+// write completes a batch, trying again (three times, backing off) the
+// entries that failed for a reason other than a lost lease, so that a
+// storage hiccup does not make finished tasks run again.
 func (a *acker) write(batch []broker.LeaseRef) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for i, err := range a.b.Complete(ctx, batch) {
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrLeaseLost):
-			a.logger.Warn("completed task had lost its lease; it will run again", "queue", batch[i].Queue, "id", batch[i].ID)
-		default:
-			logCall(a.logger, "complete", err, "queue", batch[i].Queue, "id", batch[i].ID)
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs := a.b.Complete(ctx, batch)
+		cancel()
+		var again []broker.LeaseRef
+		var lastErr error
+		for i, err := range errs {
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrLeaseLost):
+				a.logger.Warn("completed task had lost its lease; it will run again", "queue", batch[i].Queue, "id", batch[i].ID)
+			default:
+				again, lastErr = append(again, batch[i]), err
+			}
 		}
+		if len(again) == 0 {
+			return
+		}
+		if attempt == 3 {
+			a.logger.Error("could not record completed tasks; they will run again once their leases run out",
+				"tasks", len(again), "err", lastErr)
+			return
+		}
+		time.Sleep(backoff) // outside any lock; the acker is its own goroutine
+		backoff *= 2
+		batch = again
 	}
 }
