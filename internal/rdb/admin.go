@@ -1,0 +1,244 @@
+package rdb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
+)
+
+// Forward moves due scheduled and retry tasks of queue to pending, in due
+// order, in one script call; see broker.Broker.
+func (b *Broker) Forward(ctx context.Context, queue string, limit int) (broker.ForwardResult, error) {
+	k, err := b.check("forward", queue)
+	if err != nil {
+		return broker.ForwardResult{}, err
+	}
+	if limit < 1 {
+		return broker.ForwardResult{}, fmt.Errorf("rdb: forward %s: %w: limit %d is less than 1", queue, base.ErrInvalidArgument, limit)
+	}
+	v, err := b.run(ctx, call{
+		s:    scriptForward,
+		keys: []string{k.scheduled, k.retry, k.pending, k.task},
+		args: []string{b.nowArg(), strconv.Itoa(limit), channelEvents, k.name},
+	}).AsIntSlice()
+	if err != nil {
+		return broker.ForwardResult{}, b.wrap("forward "+queue, err)
+	}
+	if len(v) != 3 {
+		return broker.ForwardResult{}, fmt.Errorf("rdb: forward %s: unexpected reply %v", queue, v)
+	}
+	return broker.ForwardResult{
+		Moved:   int(v[0]),
+		HasNext: v[1] == 1,
+		NextIn:  time.Duration(v[2]) * time.Millisecond,
+	}, nil
+}
+
+// DeleteExpiredCompleted deletes completed tasks past their retention; see
+// broker.Broker.
+func (b *Broker) DeleteExpiredCompleted(ctx context.Context, queue string, limit int) (int, error) {
+	k, err := b.check("delete expired completed", queue)
+	if err != nil {
+		return 0, err
+	}
+	if limit < 1 {
+		return 0, fmt.Errorf("rdb: delete expired completed %s: %w: limit %d is less than 1", queue, base.ErrInvalidArgument, limit)
+	}
+	n, err := b.run(ctx, call{
+		s:    scriptPurge,
+		keys: []string{k.completed, k.task},
+		args: []string{b.nowArg(), strconv.Itoa(limit)},
+	}).AsInt64()
+	if err != nil {
+		return 0, b.wrap("delete expired completed "+queue, err)
+	}
+	return int(n), nil
+}
+
+// GetTaskInfo reads one task; see broker.Broker.
+func (b *Broker) GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskInfo, error) {
+	k, err := b.check("get task", queue)
+	if err != nil {
+		return nil, err
+	}
+	r := b.run(ctx, call{
+		s:    scriptInfo,
+		keys: []string{k.taskKey(id), k.active, k.scheduled, k.retry},
+		args: []string{b.nowArg(), id},
+	})
+	vals, err := r.ToArray()
+	if rueidis.IsRedisNil(err) || (err == nil && len(vals) == 0) {
+		return nil, fmt.Errorf("rdb: get task %s/%s: %w", queue, id, base.ErrTaskNotFound)
+	}
+	if err != nil {
+		return nil, b.wrap("get task "+queue+"/"+id, err)
+	}
+	if len(vals) != 9 {
+		return nil, fmt.Errorf("rdb: get task %s/%s: unexpected reply", queue, id)
+	}
+	// vals: m, s, n, e, f, r, c, score, now
+	m := &base.TaskMessage{Queue: queue}
+	if err := decodeTaskFields(id, vals[0], vals[2], vals[3], vals[4], m); err != nil {
+		return nil, corruptError(queue, id)
+	}
+	st, err := vals[1].AsInt64()
+	if err != nil || st < int64(base.StateActive) || st > int64(base.StateAggregating) {
+		return nil, corruptError(queue, id)
+	}
+	info := &base.TaskInfo{Message: m, State: base.TaskState(st)}
+	if !vals[5].IsNil() {
+		s, _ := vals[5].ToString()
+		info.Result = []byte(s)
+	}
+	if !vals[6].IsNil() {
+		c, _ := vals[6].AsInt64()
+		info.CompletedAt = time.UnixMilli(c)
+	}
+	var score time.Time
+	if !vals[7].IsNil() {
+		f, _ := vals[7].AsFloat64()
+		score = time.UnixMilli(int64(f))
+	}
+	switch info.State {
+	case base.StateActive:
+		info.LeaseDeadline = score
+	case base.StateScheduled, base.StateRetry:
+		info.NextProcessAt = score
+	case base.StatePending:
+		now, _ := vals[8].AsInt64()
+		info.NextProcessAt = time.UnixMilli(now)
+	}
+	return info, nil
+}
+
+// DeleteTask deletes a task that is not active; see broker.Broker.
+func (b *Broker) DeleteTask(ctx context.Context, queue, id string) error {
+	k, err := b.check("delete task", queue)
+	if err != nil {
+		return err
+	}
+	n, err := b.run(ctx, call{
+		s: scriptDelete,
+		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived, k.completed,
+			k.unique, k.group, k.groups},
+		args: []string{id},
+	}).AsInt64()
+	if err != nil {
+		return b.wrap("delete task "+queue+"/"+id, err)
+	}
+	switch n {
+	case -1:
+		return fmt.Errorf("rdb: delete task %s/%s: %w", queue, id, base.ErrTaskNotFound)
+	case -2:
+		return fmt.Errorf("rdb: delete task %s/%s: it is active: %w", queue, id, base.ErrWrongState)
+	}
+	return nil
+}
+
+// Queues lists every queue ever enqueued into, sorted.
+func (b *Broker) Queues(ctx context.Context) ([]string, error) {
+	if b.closed.Load() {
+		return nil, fmt.Errorf("rdb: queues: %w", base.ErrStorageClosed)
+	}
+	qs, err := b.c.Do(ctx, b.c.B().Smembers().Key(keyQueues).Build()).AsStrSlice()
+	if err != nil {
+		return nil, b.wrap("queues", err)
+	}
+	slices.Sort(qs)
+	return qs, nil
+}
+
+// WriteServerState records a server's presence for ttl; see broker.Broker.
+func (b *Broker) WriteServerState(ctx context.Context, info *base.ServerInfo, ttl time.Duration) error {
+	if info == nil || info.ID == "" {
+		return fmt.Errorf("rdb: write server state: %w: no server ID", base.ErrInvalidArgument)
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("rdb: write server state %s: %w: ttl %v is not positive", info.ID, base.ErrInvalidArgument, ttl)
+	}
+	data, err := json.Marshal(info)
+	if err != nil {
+		return fmt.Errorf("rdb: write server state %s: %w", info.ID, err)
+	}
+	now, err := b.Now(ctx)
+	if err != nil {
+		return err
+	}
+	nowMS := now.UnixMilli()
+	bd := b.c.B()
+	res := b.c.DoMulti(ctx,
+		bd.Set().Key(serverKey(info.ID)).Value(string(data)).PxMilliseconds(ms(ttl)).Build(),
+		bd.Zadd().Key(keyServers).ScoreMember().ScoreMember(float64(nowMS+ms(ttl)), info.ID).Build(),
+		bd.Zremrangebyscore().Key(keyServers).Min("-inf").Max("("+itoa(nowMS)).Build(),
+	)
+	for _, r := range res {
+		if err := r.Error(); err != nil {
+			return b.wrap("write server state "+info.ID, err)
+		}
+	}
+	return nil
+}
+
+// ClearServerState removes a server's presence record.
+func (b *Broker) ClearServerState(ctx context.Context, serverID string) error {
+	if b.closed.Load() {
+		return fmt.Errorf("rdb: clear server state: %w", base.ErrStorageClosed)
+	}
+	bd := b.c.B()
+	res := b.c.DoMulti(ctx,
+		bd.Del().Key(serverKey(serverID)).Build(),
+		bd.Zrem().Key(keyServers).Member(serverID).Build(),
+	)
+	for _, r := range res {
+		if err := r.Error(); err != nil {
+			return b.wrap("clear server state "+serverID, err)
+		}
+	}
+	return nil
+}
+
+// CheckInvariants reads every key of every queue and reports each
+// violation of the storage invariants: a task hash in no structure or in
+// two, a structure entry without a task hash, a state field that disagrees
+// with the structure holding the task, an active task without a lease
+// token or without an active-zset entry. Each queue is checked atomically
+// (one script); nil means consistent. It is meant for tests and operators:
+// it reads whole queues.
+func (b *Broker) CheckInvariants(ctx context.Context) error {
+	qs, err := b.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, q := range qs {
+		k, err := b.keys(q)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("queue %q: bad name in %s: %w", q, keyQueues, err))
+			continue
+		}
+		bad, err := b.run(ctx, call{
+			s: scriptInvariants,
+			keys: []string{k.taskPattern, k.task, k.pending, k.active, k.scheduled, k.retry,
+				k.archived, k.completed, k.groups, k.group},
+		}).AsStrSlice()
+		if err != nil {
+			return b.wrap("check invariants "+q, err)
+		}
+		for _, v := range bad {
+			errs = append(errs, fmt.Errorf("queue %s: %s", q, v))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("rdb: %d invariant violations: %w", len(errs), errors.Join(errs...))
+	}
+	return nil
+}

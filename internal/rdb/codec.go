@@ -1,0 +1,189 @@
+package rdb
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/htqueue/htq/internal/base"
+)
+
+// The immutable part of a task message (what the caller gave at Enqueue) is
+// stored in the task hash's field "m" as one compact binary value, so that
+// Enqueue writes and Fetch reads one field instead of nine. The fields that
+// change over the task's life (state, retries, last error, lease) have
+// their own hash fields, which the scripts read and write.
+//
+// Layout (version 1): version byte, flags byte, then
+//
+//	uvarint len + Type
+//	[flagPayload]   uvarint len + Payload
+//	uvarint MaxRetry
+//	[flagTimeout]   varint Timeout (ns)
+//	[flagDeadline]  varint Unix seconds, uvarint nanoseconds
+//	[flagUnique]    uvarint len + UniqueKey, varint UniqueTTL (ns)
+//	[flagRetention] varint Retention (ns)
+//	[flagGroup]     uvarint len + GroupKey
+const codecVersion = 1
+
+const (
+	flagPayload = 1 << iota // Payload is not nil (it may be empty)
+	flagTimeout
+	flagDeadline
+	flagUnique
+	flagRetention
+	flagGroup
+)
+
+var errCorrupt = errors.New("rdb: corrupt task message")
+
+// encodeMessage appends the encoding of m's immutable fields to dst.
+func encodeMessage(dst []byte, m *base.TaskMessage) []byte {
+	var flags byte
+	if m.Payload != nil {
+		flags |= flagPayload
+	}
+	if m.Timeout != 0 {
+		flags |= flagTimeout
+	}
+	if !m.Deadline.IsZero() {
+		flags |= flagDeadline
+	}
+	if m.UniqueKey != "" {
+		flags |= flagUnique
+	}
+	if m.Retention != 0 {
+		flags |= flagRetention
+	}
+	if m.GroupKey != "" {
+		flags |= flagGroup
+	}
+	dst = append(dst, codecVersion, flags)
+	dst = appendString(dst, m.Type)
+	if flags&flagPayload != 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(m.Payload)))
+		dst = append(dst, m.Payload...)
+	}
+	dst = binary.AppendUvarint(dst, uint64(m.MaxRetry))
+	if flags&flagTimeout != 0 {
+		dst = binary.AppendVarint(dst, int64(m.Timeout))
+	}
+	if flags&flagDeadline != 0 {
+		dst = binary.AppendVarint(dst, m.Deadline.Unix())
+		dst = binary.AppendUvarint(dst, uint64(m.Deadline.Nanosecond()))
+	}
+	if flags&flagUnique != 0 {
+		dst = appendString(dst, m.UniqueKey)
+		dst = binary.AppendVarint(dst, int64(m.UniqueTTL))
+	}
+	if flags&flagRetention != 0 {
+		dst = binary.AppendVarint(dst, int64(m.Retention))
+	}
+	if flags&flagGroup != 0 {
+		dst = appendString(dst, m.GroupKey)
+	}
+	return dst
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// decodeMessage fills the immutable fields of m from blob (as
+// encodeMessage wrote it). It never panics on bad input.
+func decodeMessage(blob string, m *base.TaskMessage) error {
+	d := decoder{s: blob}
+	if len(blob) < 2 || blob[0] != codecVersion {
+		return errCorrupt
+	}
+	flags := blob[1]
+	d.i = 2
+	m.Type = d.str()
+	if flags&flagPayload != 0 {
+		m.Payload = []byte(d.str())
+	}
+	m.MaxRetry = int(d.uvarint())
+	if flags&flagTimeout != 0 {
+		m.Timeout = time.Duration(d.varint())
+	}
+	if flags&flagDeadline != 0 {
+		sec := d.varint()
+		nsec := d.uvarint()
+		m.Deadline = time.Unix(sec, int64(nsec))
+	}
+	if flags&flagUnique != 0 {
+		m.UniqueKey = d.str()
+		m.UniqueTTL = time.Duration(d.varint())
+	}
+	if flags&flagRetention != 0 {
+		m.Retention = time.Duration(d.varint())
+	}
+	if flags&flagGroup != 0 {
+		m.GroupKey = d.str()
+	}
+	if d.bad || d.i != len(blob) {
+		return errCorrupt
+	}
+	if len(blob) > 512 {
+		// The strings above point into blob; copy them so that a kept
+		// message does not keep a large payload's reply alive twice.
+		m.Type = strings.Clone(m.Type)
+		m.UniqueKey = strings.Clone(m.UniqueKey)
+		m.GroupKey = strings.Clone(m.GroupKey)
+	}
+	return nil
+}
+
+type decoder struct {
+	s   string
+	i   int
+	bad bool
+}
+
+func (d *decoder) uvarint() uint64 {
+	var x uint64
+	var shift uint
+	for n := 0; n < binary.MaxVarintLen64; n++ {
+		if d.i >= len(d.s) {
+			d.bad = true
+			return 0
+		}
+		b := d.s[d.i]
+		d.i++
+		if b < 0x80 {
+			return x | uint64(b)<<shift
+		}
+		x |= uint64(b&0x7f) << shift
+		shift += 7
+	}
+	d.bad = true
+	return 0
+}
+
+func (d *decoder) varint() int64 {
+	ux := d.uvarint()
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
+	}
+	return x
+}
+
+func (d *decoder) str() string {
+	n := d.uvarint()
+	if d.bad || n > uint64(len(d.s)-d.i) {
+		d.bad = true
+		return ""
+	}
+	s := d.s[d.i : d.i+int(n)]
+	d.i += int(n)
+	return s
+}
+
+// corruptError describes a task whose stored message cannot be decoded.
+func corruptError(q, id string) error {
+	return fmt.Errorf("rdb: task %s/%s: %w", q, id, errCorrupt)
+}

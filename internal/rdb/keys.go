@@ -1,0 +1,116 @@
+package rdb
+
+import (
+	"strings"
+	"sync/atomic"
+
+	"github.com/htqueue/htq/internal/base"
+)
+
+// Every Redis key and channel name htq uses is built in this file; the Lua
+// scripts only append task IDs, unique keys, group keys and day numbers to
+// the prefixes built here. docs/redis-layout.md describes each key.
+
+const (
+	// keyQueues is the set of every queue ever enqueued into.
+	keyQueues = "htq:queues"
+	// keyServers is the zset of running servers, score = presence expiry (ms).
+	keyServers = "htq:servers"
+	// keyServerPrefix + server ID holds a server's presence record (JSON).
+	keyServerPrefix = "htq:server:"
+	// channelEvents carries the hints of broker.Event: "r:<queue>" (pending
+	// went from empty to not empty) and "s:<queue>" (a scheduled or retry
+	// task became the earliest of its zset).
+	channelEvents = "htq:events"
+)
+
+// Event message prefixes on channelEvents.
+const (
+	eventReadyPrefix     = "r:"
+	eventScheduledPrefix = "s:"
+)
+
+// serverKey names the presence record of server id.
+func serverKey(id string) string { return keyServerPrefix + id }
+
+// queueKeys holds every key name of one queue, built once per queue per
+// Broker so that the hot path allocates none.
+type queueKeys struct {
+	name string
+
+	task      string // prefix of task hashes: + task ID
+	pending   string // list of pending IDs; LPUSH new, RPOP oldest
+	active    string // zset of active IDs, score = lease deadline (ms)
+	scheduled string // zset of scheduled IDs, score = due time (ms)
+	retry     string // zset of retry IDs, score = due time (ms)
+	archived  string // zset of archived IDs, score = archive time (ms)
+	completed string // zset of completed IDs, score = end of retention (ms)
+	paused    string // exists while the queue is paused
+	groups    string // set of group keys with aggregating tasks
+	group     string // prefix of group zsets: + group key
+	unique    string // prefix of uniqueness locks: + unique key
+	processed string // all-time processed counter; + ":<day>" per day
+	failed    string // all-time failed counter; + ":<day>" per day
+
+	// taskPattern is a KEYS/SCAN glob matching every task hash of the queue.
+	taskPattern string
+
+	// registered is set once the queue name is in keyQueues (per Broker).
+	registered atomic.Bool
+}
+
+// newQueueKeys builds the key names of queue q, which must have passed
+// base.ValidateQueueName (so it holds no '{', '}' or ':').
+func newQueueKeys(q string) *queueKeys {
+	p := "htq:{" + q + "}:"
+	return &queueKeys{
+		name:        q,
+		task:        p + "t:",
+		pending:     p + "pending",
+		active:      p + "active",
+		scheduled:   p + "scheduled",
+		retry:       p + "retry",
+		archived:    p + "archived",
+		completed:   p + "completed",
+		paused:      p + "paused",
+		groups:      p + "groups",
+		group:       p + "g:",
+		unique:      p + "unique:",
+		processed:   p + "stat:processed",
+		failed:      p + "stat:failed",
+		taskPattern: globEscape(p+"t:") + "*",
+	}
+}
+
+// taskKey names the hash of task id.
+func (k *queueKeys) taskKey(id string) string { return k.task + id }
+
+// uniqueKey names the uniqueness lock of key.
+func (k *queueKeys) uniqueKey(key string) string { return k.unique + key }
+
+// groupKey names the zset of the aggregating tasks of group g.
+func (k *queueKeys) groupKey(g string) string { return k.group + g }
+
+// queueKeysFor validates q and builds its keys (uncached; Broker.keys caches).
+func queueKeysFor(q string) (*queueKeys, error) {
+	if err := base.ValidateQueueName(q); err != nil {
+		return nil, err
+	}
+	return newQueueKeys(q), nil
+}
+
+// globEscape escapes the characters Redis glob patterns treat specially.
+func globEscape(s string) string {
+	if !strings.ContainsAny(s, `*?[]\`) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,350 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
+)
+
+// Fetch moves up to p.Max pending tasks to active under fresh leases; see
+// broker.Broker. One script call whatever p.Max.
+func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lease, error) {
+	k, err := b.check("fetch", p.Queue)
+	if err != nil {
+		return nil, err
+	}
+	if p.Max < 1 {
+		return nil, fmt.Errorf("rdb: fetch %s: %w: Max %d is less than 1", p.Queue, base.ErrInvalidArgument, p.Max)
+	}
+	if p.LeaseDuration <= 0 {
+		return nil, fmt.Errorf("rdb: fetch %s: %w: LeaseDuration %v is not positive", p.Queue, base.ErrInvalidArgument, p.LeaseDuration)
+	}
+	// Tokens are prefix + index: the random prefix makes them unique per
+	// fetch, the index per task of the fetch.
+	prefix := strconv.FormatUint(rand.Uint64(), 36) + "."
+	c := call{
+		s:    scriptFetch,
+		keys: []string{k.pending, k.active, k.paused, k.task},
+		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, p.ServerID},
+	}
+	vals, err := b.run(ctx, c).ToArray()
+	if err != nil {
+		return nil, b.wrap("fetch "+p.Queue, err)
+	}
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	deadline, err := vals[0].AsInt64()
+	if err != nil || (len(vals)-1)%5 != 0 {
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+	}
+	n := (len(vals) - 1) / 5
+	leases := make([]broker.Lease, n)
+	msgs := make([]base.TaskMessage, n)
+	out := make([]*broker.Lease, 0, n)
+	dl := time.UnixMilli(deadline)
+	var firstErr error
+	for i := 0; i < n; i++ {
+		f := vals[1+5*i : 6+5*i]
+		m := &msgs[i]
+		m.Queue = p.Queue
+		if err := decodeTask(f[0], f[1], f[2], f[3], f[4], m); err != nil {
+			// The task is active under a lease nobody holds; the
+			// Recoverer will find it when the lease runs out.
+			b.log.Error("rdb: fetched a task that cannot be decoded", "queue", p.Queue, "id", m.ID, "err", err)
+			if firstErr == nil {
+				firstErr = corruptError(p.Queue, m.ID)
+			}
+			continue
+		}
+		l := &leases[i]
+		l.Msg = m
+		l.Token = prefix + strconv.Itoa(i+1)
+		l.Deadline = dl
+		out = append(out, l)
+	}
+	if len(out) == 0 && firstErr != nil {
+		return nil, firstErr
+	}
+	return out, nil
+}
+
+// decodeTask fills m from the reply fields id, m, n, e, f.
+func decodeTask(id, blob, retried, lastErr, failedAt rueidis.RedisMessage, m *base.TaskMessage) error {
+	s, err := id.ToString()
+	if err != nil {
+		return errCorrupt
+	}
+	return decodeTaskFields(s, blob, retried, lastErr, failedAt, m)
+}
+
+// decodeTaskFields fills m from its ID and the hash fields m, n, e, f.
+func decodeTaskFields(id string, blob, retried, lastErr, failedAt rueidis.RedisMessage, m *base.TaskMessage) error {
+	m.ID = id
+	s, err := blob.ToString()
+	if err != nil {
+		return errCorrupt
+	}
+	if err := decodeMessage(s, m); err != nil {
+		return err
+	}
+	if !retried.IsNil() {
+		v, err := retried.AsInt64()
+		if err != nil {
+			return errCorrupt
+		}
+		m.Retried = int(v)
+	}
+	if !lastErr.IsNil() {
+		if m.LastErr, err = lastErr.ToString(); err != nil {
+			return errCorrupt
+		}
+	}
+	if !failedAt.IsNil() {
+		v, err := failedAt.AsInt64()
+		if err != nil {
+			return errCorrupt
+		}
+		m.LastFailedAt = time.UnixMilli(v)
+	}
+	return nil
+}
+
+// Complete finishes active tasks that succeeded, with one script call per
+// queue of the batch, all in one round trip; see broker.Broker.
+func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error {
+	errs := make([]error, len(leases))
+	if len(leases) == 0 {
+		return errs
+	}
+	if b.closed.Load() {
+		for i := range errs {
+			errs[i] = fmt.Errorf("rdb: complete: %w", base.ErrStorageClosed)
+		}
+		return errs
+	}
+	// Group by queue, keeping the order of first appearance. The common
+	// case, one queue, needs no map.
+	type group struct {
+		k   *queueKeys
+		idx []int
+	}
+	var groups []group
+	now := b.nowArg()
+	for i, l := range leases {
+		k, err := b.check("complete", l.Queue)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		g := -1
+		for j := range groups {
+			if groups[j].k == k {
+				g = j
+				break
+			}
+		}
+		if g < 0 {
+			groups = append(groups, group{k: k, idx: make([]int, 0, len(leases))})
+			g = len(groups) - 1
+		}
+		groups[g].idx = append(groups[g].idx, i)
+	}
+	if len(groups) == 0 {
+		return errs
+	}
+	calls := make([]call, len(groups))
+	for j, g := range groups {
+		args := make([]string, 1, 1+2*len(g.idx))
+		args[0] = now
+		for _, i := range g.idx {
+			args = append(args, leases[i].ID, leases[i].Token)
+		}
+		calls[j] = call{
+			s:    scriptComplete,
+			keys: []string{g.k.active, g.k.completed, g.k.task, g.k.unique, g.k.processed},
+			args: args,
+		}
+	}
+	var res []rueidis.RedisResult
+	if len(calls) == 1 {
+		res = []rueidis.RedisResult{b.run(ctx, calls[0])}
+	} else {
+		res = b.runMulti(ctx, nil, calls)
+	}
+	for j, g := range groups {
+		vals, err := res[j].AsIntSlice()
+		if err == nil && len(vals) != len(g.idx) {
+			err = fmt.Errorf("unexpected reply")
+		}
+		for n, i := range g.idx {
+			switch {
+			case err != nil:
+				errs[i] = b.wrap("complete "+leases[i].Queue+"/"+leases[i].ID, err)
+			case vals[n] != 1:
+				errs[i] = leaseLost("complete", leases[i])
+			}
+		}
+	}
+	return errs
+}
+
+func leaseLost(op string, l broker.LeaseRef) error {
+	return fmt.Errorf("rdb: %s %s/%s: %w", op, l.Queue, l.ID, base.ErrLeaseLost)
+}
+
+func boolArg(v bool) string {
+	if v {
+		return "1"
+	}
+	return "0"
+}
+
+// fenced runs a script that answers 1 (done) or 0 (lease lost).
+func (b *Broker) fenced(ctx context.Context, op string, l broker.LeaseRef, c call) error {
+	n, err := b.run(ctx, c).AsInt64()
+	if err != nil {
+		return b.wrap(op+" "+l.Queue+"/"+l.ID, err)
+	}
+	if n != 1 {
+		return leaseLost(op, l)
+	}
+	return nil
+}
+
+// Retry moves an active task to retry; see broker.Broker.
+func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
+	l := p.Lease
+	k, err := b.check("retry", l.Queue)
+	if err != nil {
+		return err
+	}
+	if p.Delay < 0 {
+		return fmt.Errorf("rdb: retry %s/%s: %w: Delay %v is negative", l.Queue, l.ID, base.ErrInvalidArgument, p.Delay)
+	}
+	return b.fenced(ctx, "retry", l, call{
+		s:    scriptRetry,
+		keys: []string{k.taskKey(l.ID), k.active, k.retry, k.processed, k.failed},
+		args: []string{b.nowArg(), l.ID, l.Token, itoa(ms(p.Delay)), p.ErrMsg, boolArg(p.IsFailure),
+			boolArg(p.RequireExpired), channelEvents, k.name},
+	})
+}
+
+// Archive moves an active task to archived; see broker.Broker.
+func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
+	l := p.Lease
+	k, err := b.check("archive", l.Queue)
+	if err != nil {
+		return err
+	}
+	return b.fenced(ctx, "archive", l, call{
+		s:    scriptArchive,
+		keys: []string{k.taskKey(l.ID), k.active, k.archived, k.task, k.unique, k.processed, k.failed},
+		args: []string{b.nowArg(), l.ID, l.Token, p.ErrMsg, boolArg(p.RequireExpired), b.archiveMax, b.archiveAge},
+	})
+}
+
+// Requeue moves an active task back to the head of pending; see
+// broker.Broker.
+func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
+	k, err := b.check("requeue", l.Queue)
+	if err != nil {
+		return err
+	}
+	return b.fenced(ctx, "requeue", l, call{
+		s:    scriptRequeue,
+		keys: []string{k.taskKey(l.ID), k.active, k.pending},
+		args: []string{l.ID, l.Token, channelEvents, k.name},
+	})
+}
+
+// WriteResult stores the result of an active task; see broker.Broker.
+func (b *Broker) WriteResult(ctx context.Context, l broker.LeaseRef, data []byte) error {
+	k, err := b.check("write result", l.Queue)
+	if err != nil {
+		return err
+	}
+	return b.fenced(ctx, "write result", l, call{
+		s:    scriptResult,
+		keys: []string{k.taskKey(l.ID)},
+		args: []string{l.Token, string(data)},
+	})
+}
+
+// ExtendLeases pushes the deadlines of still-held leases of one queue, in
+// one script call; see broker.Broker. A lease whose deadline has already
+// passed is lost (it may be being recovered).
+func (b *Broker) ExtendLeases(ctx context.Context, queue string, leases []broker.LeaseRef, d time.Duration) ([]string, error) {
+	k, err := b.check("extend leases", queue)
+	if err != nil {
+		return nil, err
+	}
+	if d <= 0 {
+		return nil, fmt.Errorf("rdb: extend leases %s: %w: duration %v is not positive", queue, base.ErrInvalidArgument, d)
+	}
+	if len(leases) == 0 {
+		return nil, nil
+	}
+	args := make([]string, 2, 2+2*len(leases))
+	args[0], args[1] = b.nowArg(), itoa(ms(d))
+	var lost []string
+	for _, l := range leases {
+		if l.Queue != queue {
+			lost = append(lost, l.ID) // not a lease of this queue
+			continue
+		}
+		args = append(args, l.ID, l.Token)
+	}
+	vals, err := b.run(ctx, call{s: scriptExtend, keys: []string{k.active, k.task}, args: args}).AsStrSlice()
+	if err != nil {
+		return nil, b.wrap("extend leases "+queue, err)
+	}
+	if len(vals) > 1 {
+		lost = append(lost, vals[1:]...)
+	}
+	return lost, nil
+}
+
+// ExpiredLeases lists active tasks of queue whose lease ran out; see
+// broker.Broker.
+func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]*broker.Lease, error) {
+	k, err := b.check("expired leases", queue)
+	if err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("rdb: expired leases %s: %w: limit %d is less than 1", queue, base.ErrInvalidArgument, limit)
+	}
+	vals, err := b.run(ctx, call{
+		s:    scriptExpired,
+		keys: []string{k.active, k.task},
+		args: []string{b.nowArg(), strconv.Itoa(limit)},
+	}).ToArray()
+	if err != nil {
+		return nil, b.wrap("expired leases "+queue, err)
+	}
+	if len(vals)%7 != 0 {
+		return nil, fmt.Errorf("rdb: expired leases %s: unexpected reply", queue)
+	}
+	out := make([]*broker.Lease, 0, len(vals)/7)
+	for i := 0; i < len(vals); i += 7 {
+		f := vals[i : i+7]
+		m := &base.TaskMessage{Queue: queue}
+		if err := decodeTask(f[0], f[3], f[4], f[5], f[6], m); err != nil {
+			// Hand it over anyway (ID and queue are known), so that the
+			// Recoverer can archive it instead of leaving it active.
+			b.log.Error("rdb: expired task cannot be decoded", "queue", queue, "id", m.ID, "err", err)
+		}
+		tok, _ := f[1].ToString()
+		dl, _ := f[2].AsInt64()
+		out = append(out, &broker.Lease{Msg: m, Token: tok, Deadline: time.UnixMilli(dl)})
+	}
+	return out, nil
+}

@@ -1,0 +1,30 @@
+-- delete.lua: deletes a task that is not active and releases its lock.
+-- KEYS[1] task hash  KEYS[2] pending list  KEYS[3] scheduled zset
+-- KEYS[4] retry zset  KEYS[5] archived zset  KEYS[6] completed zset
+-- KEYS[7] unique lock prefix  KEYS[8] group zset prefix  KEYS[9] groups set
+-- ARGV[1] task ID
+-- Returns 1 when deleted, -1 when there is no such task, -2 when it is
+-- active.
+local f = redis.call('HMGET', KEYS[1], 's', 'u', 'g')
+if not f[1] then return -1 end
+if f[1] == '1' then return -2 end
+local id = ARGV[1]
+local s = f[1]
+if s == '2' then
+  redis.call('LREM', KEYS[2], 1, id)
+elseif s == '3' then
+  redis.call('ZREM', KEYS[3], id)
+elseif s == '4' then
+  redis.call('ZREM', KEYS[4], id)
+elseif s == '5' then
+  redis.call('ZREM', KEYS[5], id)
+elseif s == '6' then
+  redis.call('ZREM', KEYS[6], id)
+elseif s == '7' and f[3] then
+  local gk = KEYS[8] .. f[3]
+  redis.call('ZREM', gk, id)
+  if redis.call('ZCARD', gk) == 0 then redis.call('SREM', KEYS[9], f[3]) end
+end
+release_unique(KEYS[7], f[2], id)
+redis.call('DEL', KEYS[1])
+return 1

@@ -1,0 +1,63 @@
+-- enqueue.lua: stores one new task as pending, scheduled or aggregating.
+-- KEYS[1] task hash          KEYS[2] pending list     KEYS[3] scheduled zset
+-- KEYS[4] unique lock prefix KEYS[5] group zset prefix KEYS[6] groups set
+-- ARGV[1] now ms ('' = Redis TIME)   ARGV[2] task ID   ARGV[3] message (codec)
+-- ARGV[4] process-at ms (0 = now)    ARGV[5] unique key ('' = none)
+-- ARGV[6] unique TTL ms              ARGV[7] lock PX ms (cleanup only)
+-- ARGV[8] group key ('' = none)      ARGV[9] retention ms
+-- ARGV[10] events channel            ARGV[11] queue name
+-- Returns the new state (2 pending, 3 scheduled, 7 aggregating),
+-- -1 when the task ID is taken, -2 when the unique lock is held.
+-- Publishes r:<queue> when pending went from empty to one task and
+-- s:<queue> when the task became the earliest scheduled one.
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+local now = now_ms(ARGV[1])
+local id = ARGV[2]
+local ukey = ARGV[5]
+if ukey ~= '' then
+  local v = redis.call('GET', KEYS[4] .. ukey)
+  if v then
+    local exp = tonumber(string.sub(v, 1, (string.find(v, ':', 1, true) or 1) - 1))
+    if exp and exp > now then return -2 end
+  end
+end
+-- Every precondition holds: write.
+local state
+local gkey = ARGV[8]
+local at = tonumber(ARGV[4])
+if gkey ~= '' then
+  state = 7
+elseif at > now then
+  state = 3
+else
+  state = 2
+end
+local h = {'m', ARGV[3], 's', state}
+if ukey ~= '' then
+  h[5] = 'u'
+  h[6] = ukey
+  redis.call('SET', KEYS[4] .. ukey, istr(now + tonumber(ARGV[6])) .. ':' .. id, 'PX', ARGV[7])
+end
+if ARGV[9] ~= '0' then
+  h[#h + 1] = 'R'
+  h[#h + 1] = ARGV[9]
+end
+if state == 7 then
+  h[#h + 1] = 'g'
+  h[#h + 1] = gkey
+end
+redis.call('HSET', KEYS[1], unpack(h))
+if state == 7 then
+  redis.call('ZADD', KEYS[5] .. gkey, now, id)
+  redis.call('SADD', KEYS[6], gkey)
+elseif state == 3 then
+  redis.call('ZADD', KEYS[3], at, id)
+  if is_earliest(KEYS[3], id) then
+    redis.call('PUBLISH', ARGV[10], 's:' .. ARGV[11])
+  end
+else
+  if redis.call('LPUSH', KEYS[2], id) == 1 then
+    redis.call('PUBLISH', ARGV[10], 'r:' .. ARGV[11])
+  end
+end
+return state

@@ -1,0 +1,22 @@
+-- expired.lua: lists active tasks whose lease deadline has passed
+-- (read only).
+-- KEYS[1] active zset  KEYS[2] task hash prefix
+-- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] limit
+-- Returns {id, token, deadline ms, m, n, e, f, id, ...}.
+local now = now_ms(ARGV[1])
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+local out = {}
+for i = 1, #ids, 2 do
+  local id = ids[i]
+  local f = redis.call('HMGET', KEYS[2] .. id, 'm', 'n', 'e', 'f', 'k', 's')
+  if f[1] and f[6] == '1' then
+    out[#out + 1] = id
+    out[#out + 1] = f[5]
+    out[#out + 1] = tonumber(ids[i + 1])
+    out[#out + 1] = f[1]
+    out[#out + 1] = f[2]
+    out[#out + 1] = f[3]
+    out[#out + 1] = f[4]
+  end
+end
+return out

@@ -1,0 +1,21 @@
+-- extend.lua: pushes the deadline of each still-held lease of one queue.
+-- KEYS[1] active zset  KEYS[2] task hash prefix
+-- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] lease ms, then pairs
+-- ARGV[2i+1] task ID, ARGV[2i+2] lease token.
+-- Returns {new deadline ms, lost ID, lost ID, ...}. A lease is lost when
+-- the task is not active, the token is not its lease's, or its deadline
+-- has passed (an expired lease may be being recovered; it is not revived).
+local now = now_ms(ARGV[1])
+local deadline = now + tonumber(ARGV[2])
+local out = {deadline}
+for i = 3, #ARGV, 2 do
+  local id = ARGV[i]
+  local f = redis.call('HMGET', KEYS[2] .. id, 's', 'k')
+  local d = redis.call('ZSCORE', KEYS[1], id)
+  if f[1] == '1' and f[2] == ARGV[i + 1] and d and tonumber(d) > now then
+    redis.call('ZADD', KEYS[1], deadline, id)
+  else
+    out[#out + 1] = id
+  end
+end
+return out

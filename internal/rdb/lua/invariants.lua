@@ -1,0 +1,66 @@
+-- invariants.lua: checks the consistency of one queue (read only; for
+-- tests and operators, it reads every key of the queue).
+-- KEYS[1] task hash glob  KEYS[2] task hash prefix  KEYS[3] pending list
+-- KEYS[4] active zset  KEYS[5] scheduled zset  KEYS[6] retry zset
+-- KEYS[7] archived zset  KEYS[8] completed zset  KEYS[9] groups set
+-- KEYS[10] group zset prefix
+-- Returns a list of violations (strings); empty when consistent.
+local bad = {}
+local where = {}
+local function add(id, name, state)
+  local w = where[id]
+  if not w then
+    w = {}
+    where[id] = w
+  end
+  w[#w + 1] = {name, state}
+end
+for _, id in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do add(id, 'pending', '2') end
+local zsets = {{KEYS[4], 'active', '1'}, {KEYS[5], 'scheduled', '3'}, {KEYS[6], 'retry', '4'},
+  {KEYS[7], 'archived', '5'}, {KEYS[8], 'completed', '6'}}
+for _, z in ipairs(zsets) do
+  for _, id in ipairs(redis.call('ZRANGE', z[1], 0, -1)) do add(id, z[2], z[3]) end
+end
+for _, g in ipairs(redis.call('SMEMBERS', KEYS[9])) do
+  local ids = redis.call('ZRANGE', KEYS[10] .. g, 0, -1)
+  if #ids == 0 then bad[#bad + 1] = 'group ' .. g .. ' listed but empty' end
+  for _, id in ipairs(ids) do add(id, 'group ' .. g, '7') end
+end
+local seen = {}
+local plen = string.len(KEYS[2])
+for _, key in ipairs(redis.call('KEYS', KEYS[1])) do
+  local id = string.sub(key, plen + 1)
+  seen[id] = true
+  local f = redis.call('HMGET', key, 's', 'k', 'm', 'g')
+  local w = where[id]
+  if not f[3] then bad[#bad + 1] = 'task ' .. id .. ': no message field' end
+  if not w then
+    bad[#bad + 1] = 'task ' .. id .. ' (state ' .. tostring(f[1]) .. ') is in no structure'
+  else
+    if #w > 1 then
+      local names = {}
+      for _, e in ipairs(w) do names[#names + 1] = e[1] end
+      bad[#bad + 1] = 'task ' .. id .. ' is in ' .. #w .. ' structures: ' .. table.concat(names, ', ')
+    end
+    for _, e in ipairs(w) do
+      if f[1] ~= e[2] then
+        bad[#bad + 1] = 'task ' .. id .. ' has state ' .. tostring(f[1]) .. ' but is in ' .. e[1]
+      end
+    end
+  end
+  if f[1] == '1' then
+    if not f[2] or f[2] == '' then bad[#bad + 1] = 'active task ' .. id .. ' has no lease token' end
+    if not redis.call('ZSCORE', KEYS[4], id) then bad[#bad + 1] = 'active task ' .. id .. ' has no active-zset entry' end
+  elseif f[2] then
+    bad[#bad + 1] = 'task ' .. id .. ' in state ' .. tostring(f[1]) .. ' has a lease token'
+  end
+end
+for id, w in pairs(where) do
+  if not seen[id] then
+    for _, e in ipairs(w) do
+      bad[#bad + 1] = e[1] .. ' entry ' .. id .. ' has no task hash'
+    end
+  end
+end
+table.sort(bad)
+return bad

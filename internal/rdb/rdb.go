@@ -1,0 +1,240 @@
+package rdb
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/redis/rueidis"
+
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
+)
+
+var _ broker.Broker = (*Broker)(nil)
+
+// Defaults of Options.
+const (
+	// DefaultArchiveMaxSize is how many archived tasks a queue keeps.
+	DefaultArchiveMaxSize = 10000
+	// DefaultArchiveMaxAge is how long an archived task is kept.
+	DefaultArchiveMaxAge = 90 * 24 * time.Hour
+)
+
+// Options tunes a Broker. The zero value is ready to use.
+type Options struct {
+	// Clock, when set, replaces Redis TIME as the storage clock: every
+	// script receives Clock.Now() from Go. For tests with a fake clock;
+	// leave it nil in production, so that leases and due times do not
+	// depend on each process's clock.
+	Clock clockwork.Clock
+	// Logger receives the broker's warnings (lost subscriptions, corrupt
+	// tasks). Nil discards them.
+	Logger *slog.Logger
+	// TLSConfig replaces the TLS configuration of rediss:// URLs (for a
+	// private CA or client certificates). Open only.
+	TLSConfig *tls.Config
+	// DialTimeout bounds each connection attempt; 0 means rueidis's
+	// default (5 s). Open only.
+	DialTimeout time.Duration
+	// ArchiveMaxSize is how many archived tasks a queue keeps (the oldest
+	// are deleted beyond it); 0 means DefaultArchiveMaxSize.
+	ArchiveMaxSize int
+	// ArchiveMaxAge is how long an archived task is kept; 0 means
+	// DefaultArchiveMaxAge.
+	ArchiveMaxAge time.Duration
+}
+
+// Broker is the Redis implementation of broker.Broker. It is safe for
+// concurrent use.
+type Broker struct {
+	c      rueidis.Client
+	clock  clockwork.Clock
+	log    *slog.Logger
+	closed atomic.Bool
+
+	archiveMax   string // ArchiveMaxSize as an ARGV
+	archiveAge   string // ArchiveMaxAge in ms as an ARGV
+	lockSlackMS  int64  // added to the PX ttl of uniqueness locks
+	queues       sync.Map
+	nowFromRedis bool
+
+	// life is cancelled by Close; subscriptions end with it.
+	life      context.Context
+	endLife   context.CancelFunc
+	closeOnce sync.Once
+	subsMu    sync.Mutex // orders Subscribe's subsWG.Add before Close's Wait
+	subsWG    sync.WaitGroup
+}
+
+// New returns a Broker over c. The Broker owns c: Close closes it.
+func New(c rueidis.Client, opts Options) *Broker {
+	b := &Broker{
+		c:     c,
+		clock: opts.Clock,
+		log:   opts.Logger,
+	}
+	b.life, b.endLife = context.WithCancel(context.Background())
+	if b.log == nil {
+		b.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	b.nowFromRedis = b.clock == nil
+	if !b.nowFromRedis {
+		// With a fake clock the lock's expiry (in its value) decides; the
+		// PX ttl, which runs on Redis's own clock, only cleans up, so it
+		// must not fire before a test's fake clock says so.
+		b.lockSlackMS = (24 * time.Hour).Milliseconds()
+	}
+	size := opts.ArchiveMaxSize
+	if size <= 0 {
+		size = DefaultArchiveMaxSize
+	}
+	age := opts.ArchiveMaxAge
+	if age <= 0 {
+		age = DefaultArchiveMaxAge
+	}
+	b.archiveMax = strconv.Itoa(size)
+	b.archiveAge = strconv.FormatInt(age.Milliseconds(), 10)
+	return b
+}
+
+// Open connects to the Redis named by rawURL (see ParseURL for the forms)
+// and checks that it answers.
+func Open(ctx context.Context, rawURL string, opts Options) (*Broker, error) {
+	co, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if opts.TLSConfig != nil {
+		co.TLSConfig = opts.TLSConfig
+	}
+	if opts.DialTimeout > 0 {
+		co.Dialer.Timeout = opts.DialTimeout
+		co.Sentinel.Dialer.Timeout = opts.DialTimeout
+	}
+	c, err := rueidis.NewClient(co)
+	if err != nil {
+		return nil, fmt.Errorf("rdb: connect to %s: %w", redactURL(rawURL), err)
+	}
+	b := New(c, opts)
+	if err := b.Ping(ctx); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Client returns the underlying rueidis client (for tests and tools).
+func (b *Broker) Client() rueidis.Client { return b.c }
+
+// Close closes the connections and ends every subscription. Later calls
+// fail with base.ErrStorageClosed.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		b.subsMu.Lock()
+		b.closed.Store(true)
+		b.subsMu.Unlock()
+		b.endLife()
+		b.subsWG.Wait() // subscriptions give their connections back
+		b.c.Close()
+	})
+	return nil
+}
+
+// Ping checks that Redis answers.
+func (b *Broker) Ping(ctx context.Context) error {
+	if b.closed.Load() {
+		return fmt.Errorf("rdb: ping: %w", base.ErrStorageClosed)
+	}
+	if err := b.c.Do(ctx, b.c.B().Ping().Build()).Error(); err != nil {
+		return b.wrap("ping", err)
+	}
+	return nil
+}
+
+// Now returns the storage clock: Redis TIME, or Options.Clock when set.
+func (b *Broker) Now(ctx context.Context) (time.Time, error) {
+	if b.closed.Load() {
+		return time.Time{}, fmt.Errorf("rdb: now: %w", base.ErrStorageClosed)
+	}
+	if !b.nowFromRedis {
+		return b.clock.Now(), nil
+	}
+	v, err := b.c.Do(ctx, b.c.B().Time().Build()).AsStrSlice()
+	if err != nil {
+		return time.Time{}, b.wrap("time", err)
+	}
+	if len(v) != 2 {
+		return time.Time{}, fmt.Errorf("rdb: time: unexpected reply %q", v)
+	}
+	sec, err1 := strconv.ParseInt(v[0], 10, 64)
+	usec, err2 := strconv.ParseInt(v[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return time.Time{}, fmt.Errorf("rdb: time: unexpected reply %q", v)
+	}
+	return time.Unix(sec, usec*1000), nil
+}
+
+// nowArg is the ARGV that carries "now" to a script: empty (the script
+// reads Redis TIME) unless a clock was given.
+func (b *Broker) nowArg() string {
+	if b.nowFromRedis {
+		return ""
+	}
+	return strconv.FormatInt(b.clock.Now().UnixMilli(), 10)
+}
+
+// keys returns the (cached) key names of queue q, validating q the first
+// time.
+func (b *Broker) keys(q string) (*queueKeys, error) {
+	if k, ok := b.queues.Load(q); ok {
+		return k.(*queueKeys), nil
+	}
+	k, err := queueKeysFor(q)
+	if err != nil {
+		return nil, err
+	}
+	v, _ := b.queues.LoadOrStore(q, k)
+	return v.(*queueKeys), nil
+}
+
+// check returns the keys of q, or an error when the broker is closed or q
+// is not a valid queue name.
+func (b *Broker) check(op, q string) (*queueKeys, error) {
+	if b.closed.Load() {
+		return nil, fmt.Errorf("rdb: %s: %w", op, base.ErrStorageClosed)
+	}
+	k, err := b.keys(q)
+	if err != nil {
+		return nil, fmt.Errorf("rdb: %s: %w", op, err)
+	}
+	return k, nil
+}
+
+// wrap adds the operation's name to a Redis or connection error and maps
+// a closed client to base.ErrStorageClosed.
+func (b *Broker) wrap(op string, err error) error {
+	if errors.Is(err, rueidis.ErrClosing) || b.closed.Load() {
+		return fmt.Errorf("rdb: %s: %w", op, base.ErrStorageClosed)
+	}
+	return fmt.Errorf("rdb: %s: %w", op, err)
+}
+
+// ms converts a duration to whole milliseconds, rounding up so that a
+// positive duration never becomes 0.
+func ms(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,127 @@
+package rdb
+
+import (
+	"context"
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// script is one Lua script of lua/, with lua/lib.lua prepended.
+type script struct {
+	name string
+	src  string
+	sha  string
+}
+
+func loadScript(name string) *script {
+	lib, err := luaFiles.ReadFile("lua/lib.lua")
+	if err != nil {
+		panic("rdb: " + err.Error()) // the files are embedded: cannot happen
+	}
+	body, err := luaFiles.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic("rdb: " + err.Error())
+	}
+	src := string(lib) + "\n" + string(body)
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// The scripts; each file's header names its KEYS, ARGV and return values.
+var (
+	scriptEnqueue    = loadScript("enqueue")
+	scriptFetch      = loadScript("fetch")
+	scriptComplete   = loadScript("complete")
+	scriptRetry      = loadScript("retry")
+	scriptArchive    = loadScript("archive")
+	scriptRequeue    = loadScript("requeue")
+	scriptExtend     = loadScript("extend")
+	scriptExpired    = loadScript("expired")
+	scriptResult     = loadScript("result")
+	scriptForward    = loadScript("forward")
+	scriptPurge      = loadScript("purge")
+	scriptInfo       = loadScript("info")
+	scriptDelete     = loadScript("delete")
+	scriptInvariants = loadScript("invariants")
+)
+
+// allScripts lists every script (for preloading and tests).
+var allScripts = []*script{
+	scriptEnqueue, scriptFetch, scriptComplete, scriptRetry, scriptArchive,
+	scriptRequeue, scriptExtend, scriptExpired, scriptResult, scriptForward,
+	scriptPurge, scriptInfo, scriptDelete, scriptInvariants,
+}
+
+// call is one script invocation.
+type call struct {
+	s    *script
+	keys []string
+	args []string
+}
+
+func (c *call) evalsha(b rueidis.Builder) rueidis.Completed {
+	return b.Evalsha().Sha1(c.s.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+}
+
+func (c *call) eval(b rueidis.Builder) rueidis.Completed {
+	return b.Eval().Script(c.s.src).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+}
+
+// isNoScript tells whether err is Redis's NOSCRIPT (the script cache of the
+// node does not hold the script, e.g. after a restart or failover).
+func isNoScript(err error) bool {
+	if err == nil {
+		return false
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		return re.IsNoScript()
+	}
+	return strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// run runs one script with EVALSHA, falling back to EVAL (which also
+// caches the script on that node) when the node does not know it. A
+// NOSCRIPT reply means the script did not run, so the retry is safe.
+func (b *Broker) run(ctx context.Context, c call) rueidis.RedisResult {
+	r := b.c.Do(ctx, c.evalsha(b.c.B()))
+	if isNoScript(r.Error()) {
+		r = b.c.Do(ctx, c.eval(b.c.B()))
+	}
+	return r
+}
+
+// runMulti runs many script calls in one round trip (DoMulti); extra
+// commands (not scripts) are sent first in the same pipeline and their
+// results come first. Calls that meet NOSCRIPT are sent again with EVAL.
+func (b *Broker) runMulti(ctx context.Context, extra []rueidis.Completed, calls []call) []rueidis.RedisResult {
+	cmds := make([]rueidis.Completed, 0, len(extra)+len(calls))
+	cmds = append(cmds, extra...)
+	bd := b.c.B()
+	for i := range calls {
+		cmds = append(cmds, calls[i].evalsha(bd))
+	}
+	res := b.c.DoMulti(ctx, cmds...)
+	var again []int
+	for i := range calls {
+		if isNoScript(res[len(extra)+i].Error()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		retry := make([]rueidis.Completed, len(again))
+		for j, i := range again {
+			retry[j] = calls[i].eval(bd)
+		}
+		for j, r := range b.c.DoMulti(ctx, retry...) {
+			res[len(extra)+again[j]] = r
+		}
+	}
+	return res
+}
