@@ -162,7 +162,6 @@ func (s *subscription) receive(ctx context.Context) {
 // forward hands queued events to the caller until ctx is done, then
 // closes the channel.
 func (s *subscription) forward(ctx context.Context) {
-	defer s.b.subsWG.Done()
 	defer close(s.out)
 	for {
 		select {

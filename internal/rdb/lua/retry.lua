@@ -2,7 +2,8 @@
 -- KEYS[1] task hash  KEYS[2] active zset  KEYS[3] retry zset
 -- KEYS[4] processed counter  KEYS[5] failed counter
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] lease token
--- ARGV[4] delay ms  ARGV[5] error message  ARGV[6] '1' counts as failure
+-- ARGV[4] delay ms  ARGV[5] error message  ARGV[6] '1' is a failure: it
+-- counts in Retried and the failed counters
 -- ARGV[7] '1' requires the lease to have expired
 -- ARGV[8] events channel  ARGV[9] queue name
 -- Returns 1 when moved, 0 when the lease is lost (not active, other token,
@@ -18,11 +19,13 @@ if ARGV[7] == '1' then
 end
 redis.call('ZREM', KEYS[2], id)
 redis.call('HSET', KEYS[1], 's', '4', 'e', ARGV[5], 'f', istr(now))
-redis.call('HINCRBY', KEYS[1], 'n', 1)
 redis.call('HDEL', KEYS[1], 'k', 'w')
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), id)
 count(KEYS[4], now, 1)
-if ARGV[6] == '1' then count(KEYS[5], now, 1) end
+if ARGV[6] == '1' then
+  redis.call('HINCRBY', KEYS[1], 'n', 1)
+  count(KEYS[5], now, 1)
+end
 if is_earliest(KEYS[3], id) then
   redis.call('PUBLISH', ARGV[8], 's:' .. ARGV[9])
 end

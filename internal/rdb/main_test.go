@@ -1,0 +1,43 @@
+package rdb
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
+
+	"github.com/htqueue/htq/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.StopShared()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// newTestBroker opens a Broker on a flushed database of the shared test
+// server. clock may be nil (Redis TIME).
+func newTestBroker(t testing.TB, clock clockwork.Clock) *Broker {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var opts Options
+	if clock != nil {
+		opts.Clock = clock
+	}
+	b, err := Open(ctx, redistest.URL(t), opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
