@@ -1,0 +1,122 @@
+//go:build htq
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/htqueue/htq"
+	"github.com/redis/go-redis/v9"
+)
+
+// htqImpl drives github.com/htqueue/htq through its public API only. The
+// client and each worker server open their own Storage (their own Redis
+// connections), as separate processes would. Every Config field not set here
+// stays at htq's default, unless a noted variant sets one through -impl-opt:
+//
+//	task_check_interval=DURATION          Config.TaskCheckInterval
+//	delayed_task_check_interval=DURATION  Config.DelayedTaskCheckInterval
+type htqImpl struct {
+	url    string
+	queue  string
+	st     *htq.Storage
+	client *htq.Client
+	// rdb reads the pending count (LLEN of the queue's pending list, see
+	// docs/redis-layout.md) until the Inspector offers it.
+	rdb *redis.Client
+
+	taskCheck, delayedCheck time.Duration
+}
+
+const htqTaskType = "bench:noop"
+
+func init() {
+	registerImpl("htq", func(addr, queue string, opts map[string]string) (Impl, error) {
+		h := &htqImpl{url: "redis://" + addr + "/0", queue: queue}
+		for k, v := range opts {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return nil, fmt.Errorf("htq option %s: %v", k, err)
+			}
+			switch k {
+			case "task_check_interval":
+				h.taskCheck = d
+			case "delayed_task_check_interval":
+				h.delayedCheck = d
+			default:
+				return nil, fmt.Errorf("unknown htq option %q", k)
+			}
+		}
+		st, err := htq.Open(h.url)
+		if err != nil {
+			return nil, err
+		}
+		h.st = st
+		h.client = htq.NewClient(st)
+		h.rdb = redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
+		return h, nil
+	})
+}
+
+func (h *htqImpl) Name() string    { return "htq" }
+func (h *htqImpl) Version() string { return moduleVersion("github.com/htqueue/htq") }
+
+func (h *htqImpl) Enqueue(ctx context.Context, payload []byte) error {
+	_, err := h.client.EnqueueContext(ctx, htq.NewTask(htqTaskType, payload), htq.Queue(h.queue))
+	return err
+}
+
+func (h *htqImpl) EnqueueIn(ctx context.Context, payload []byte, d time.Duration) error {
+	_, err := h.client.EnqueueContext(ctx, htq.NewTask(htqTaskType, payload), htq.Queue(h.queue), htq.ProcessIn(d))
+	return err
+}
+
+// EnqueueBatch makes the harness's enqueue-batch scenario use htq's
+// Client.EnqueueBatch (one round trip per call).
+func (h *htqImpl) EnqueueBatch(ctx context.Context, payloads [][]byte) error {
+	tasks := make([]*htq.Task, len(payloads))
+	for i, p := range payloads {
+		tasks[i] = htq.NewTask(htqTaskType, p)
+	}
+	_, err := h.client.EnqueueBatch(ctx, tasks, htq.Queue(h.queue))
+	return err
+}
+
+func (h *htqImpl) StartWorkers(concurrency int, handler Handler) (func(), error) {
+	st, err := htq.Open(h.url)
+	if err != nil {
+		return nil, err
+	}
+	srv := htq.NewServer(st, htq.Config{
+		Concurrency:              concurrency,
+		Queues:                   map[string]int{h.queue: 1},
+		Logger:                   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		TaskCheckInterval:        h.taskCheck,    // 0 = default
+		DelayedTaskCheckInterval: h.delayedCheck, // 0 = default
+	})
+	mux := htq.NewServeMux()
+	mux.HandleFunc(htqTaskType, func(ctx context.Context, t *htq.Task) error {
+		handler(t.Payload())
+		return nil
+	})
+	if err := srv.Start(mux); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return func() { srv.Shutdown(); st.Close() }, nil
+}
+
+// Pending reports how many tasks of the benchmark queue wait to be processed.
+func (h *htqImpl) Pending(ctx context.Context) (int64, error) {
+	return h.rdb.LLen(ctx, "htq:{"+h.queue+"}:pending").Result()
+}
+
+func (h *htqImpl) Close() error {
+	h.rdb.Close()
+	h.client.Close()
+	return h.st.Close()
+}
