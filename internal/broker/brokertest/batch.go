@@ -1,0 +1,112 @@
+package brokertest
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
+)
+
+func batchTests() []testCase {
+	return []testCase{
+		{"Mixed", func(e *env) {
+			existing := e.add("default")
+			locked := e.uniqueMsg("default", "locked", time.Hour)
+			e.enqueue(locked)
+
+			pending := e.newMsg("default")
+			scheduled := e.newMsg("default")
+			grouped := e.newMsg("default")
+			grouped.GroupKey = "g"
+			badType := e.newMsg("default")
+			badType.Type = ""
+			conflict := e.newMsg("default")
+			conflict.ID = existing.ID
+			dup := e.uniqueMsg("default", "locked", time.Hour)
+			tooBig := e.newMsg("default")
+			tooBig.Payload = make([]byte, base.MaxPayloadSize+1)
+			badQueue := e.newMsg("bad:queue")
+			otherQueue := e.newMsg("other")
+
+			ps := []broker.EnqueueParams{
+				{Msg: pending},
+				{Msg: badType},
+				{Msg: scheduled, ProcessAt: e.now().Add(time.Minute)},
+				{Msg: conflict},
+				{Msg: dup},
+				{Msg: grouped},
+				{Msg: tooBig},
+				{Msg: badQueue},
+				{Msg: otherQueue},
+			}
+			want := []error{nil, base.ErrInvalidArgument, nil, base.ErrTaskIDConflict, base.ErrDuplicateTask, nil, base.ErrPayloadTooLarge, base.ErrInvalidArgument, nil}
+			errs := e.b.EnqueueBatch(e.ctx, ps)
+			if len(errs) != len(ps) {
+				e.Fatalf("EnqueueBatch of %d tasks returned %d results", len(ps), len(errs))
+			}
+			for i, w := range want {
+				what := fmt.Sprintf("EnqueueBatch entry %d", i)
+				if w == nil {
+					wantNoErr(e, what, errs[i])
+				} else {
+					wantErrIs(e, what, errs[i], w)
+				}
+			}
+			e.wantState("default", pending.ID, base.StatePending)
+			ti := e.wantState("default", scheduled.ID, base.StateScheduled)
+			wantTime(e, "NextProcessAt of the scheduled entry", ti.NextProcessAt, Epoch.Add(time.Minute))
+			e.wantState("default", grouped.ID, base.StateAggregating)
+			e.wantState("other", otherQueue.ID, base.StatePending)
+			wantSameMsg(e, "task whose ID the batch reused", e.info("default", existing.ID).Message, existing)
+			e.wantGone("default", badType.ID)
+			e.wantGone("default", dup.ID)
+			e.wantGone("default", tooBig.ID)
+			wantIDs(e, "Queues", e.queues(), []string{"default", "other"})
+			wantIDs(e, "pending tasks", e.drain("default"), msgIDs(existing, locked, pending))
+		}},
+		{"Empty", func(e *env) {
+			if errs := e.b.EnqueueBatch(e.ctx, nil); len(errs) != 0 {
+				e.Fatalf("EnqueueBatch of no task returned %v", errs)
+			}
+		}},
+		{"KeepsOrder", func(e *env) {
+			var ps []broker.EnqueueParams
+			var want []string
+			for range 250 {
+				m := e.newMsg("default")
+				ps = append(ps, broker.EnqueueParams{Msg: m})
+				want = append(want, m.ID)
+			}
+			for i, err := range e.b.EnqueueBatch(e.ctx, ps) {
+				wantNoErr(e, fmt.Sprintf("EnqueueBatch entry %d", i), err)
+			}
+			wantIDs(e, "fetch order", e.drain("default"), want)
+		}},
+		{"SameIDTwice", func(e *env) {
+			a := e.newMsg("default")
+			b := *a
+			b.Payload = []byte("second")
+			errs := e.b.EnqueueBatch(e.ctx, []broker.EnqueueParams{{Msg: a}, {Msg: &b}})
+			if len(errs) != 2 {
+				e.Fatalf("EnqueueBatch of 2 tasks returned %d results", len(errs))
+			}
+			wantNoErr(e, "EnqueueBatch entry 0", errs[0])
+			wantErrIs(e, "EnqueueBatch entry 1", errs[1], base.ErrTaskIDConflict)
+			wantSameMsg(e, "stored task", e.info("default", a.ID).Message, a)
+			wantIDs(e, "pending tasks", e.drain("default"), msgIDs(a))
+		}},
+		{"SameUniqueKeyTwice", func(e *env) {
+			a := e.uniqueMsg("default", "k", time.Hour)
+			b := e.uniqueMsg("default", "k", time.Hour)
+			errs := e.b.EnqueueBatch(e.ctx, []broker.EnqueueParams{{Msg: a}, {Msg: b}})
+			if len(errs) != 2 {
+				e.Fatalf("EnqueueBatch of 2 tasks returned %d results", len(errs))
+			}
+			wantNoErr(e, "EnqueueBatch entry 0", errs[0])
+			wantErrIs(e, "EnqueueBatch entry 1", errs[1], base.ErrDuplicateTask)
+			e.wantGone("default", b.ID)
+			wantIDs(e, "pending tasks", e.drain("default"), msgIDs(a))
+		}},
+	}
+}

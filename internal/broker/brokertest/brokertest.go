@@ -1,0 +1,107 @@
+// Package brokertest is the conformance suite of the broker.Broker interface.
+// Every backend runs it from its own test file, so that each one is proved
+// to behave the same way by the same tests:
+//
+//	func TestConformance(t *testing.T) {
+//		brokertest.Run(t, func(t *testing.T, clock clockwork.Clock) broker.Broker {
+//			b, err := mybackend.Open(ctx, url, mybackend.Options{Clock: clock})
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			t.Cleanup(func() { _ = b.Close() })
+//			return b
+//		})
+//	}
+//
+// The suite drives time with a fake clock and never sleeps: it advances the
+// clock to make leases run out, tasks come due and locks expire. Only the
+// events of Subscribe are waited for in real time, with a timeout of a few
+// seconds. A behaviour change of the interface goes into this suite first.
+package brokertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/htqueue/htq/internal/broker"
+)
+
+// Factory returns a broker over empty storage that no other broker of the
+// run shares, and that takes every time decision (lease deadlines, due
+// dates, retention, uniqueness-lock expiry, Now) from clock. The factory
+// closes the broker with t.Cleanup; that cleanup must accept a broker the
+// suite already closed (Close may then return base.ErrStorageClosed).
+type Factory func(t *testing.T, clock clockwork.Clock) broker.Broker
+
+// InvariantChecker is implemented by a backend that can check its stored
+// state for consistency: every task is in exactly one state, every active
+// task has a lease and every lease belongs to an active task. When the
+// broker under test implements it, Run calls it after every subtest and
+// fails the subtest on error.
+type InvariantChecker interface {
+	CheckInvariants(ctx context.Context) error
+}
+
+// Epoch is the time the fake clock of every subtest starts at. It is a
+// whole second so that backends keeping milliseconds lose nothing.
+var Epoch = time.Date(2031, time.March, 14, 15, 9, 26, 0, time.UTC)
+
+// eventTimeout bounds the real-time wait for an event of Subscribe, and for
+// goroutines of the concurrency tests.
+const eventTimeout = 5 * time.Second
+
+// testCase is one leaf subtest: it gets a fresh broker over empty storage.
+type testCase struct {
+	name string
+	fn   func(e *env)
+}
+
+// group is one area of the interface.
+type group struct {
+	name  string
+	cases []testCase
+}
+
+// Run runs the whole suite against the brokers newBroker makes, one new
+// broker for every subtest. Subtests are named Area/Behaviour (for example
+// Fetch/FIFO) so that one can be run alone with -run.
+//
+// Besides the doc comments of package broker, the suite holds backends to
+// two requirements those comments imply: Subscribe returns only once its
+// subscription is live (an event of a change made after Subscribe returned
+// is delivered), and bad arguments to Fetch (Max < 1, LeaseDuration <= 0,
+// an invalid queue name) fail with base.ErrInvalidArgument.
+func Run(t *testing.T, newBroker Factory) {
+	t.Helper()
+	groups := []group{
+		{"Lifecycle", lifecycleTests()},
+		{"Enqueue", enqueueTests()},
+		{"Validation", validationTests()},
+		{"Fetch", fetchTests()},
+		{"Complete", completeTests()},
+		{"Retry", retryTests()},
+		{"Archive", archiveTests()},
+		{"Requeue", requeueTests()},
+		{"Leases", leaseTests()},
+		{"Forward", forwardTests()},
+		{"Retention", retentionTests()},
+		{"Unique", uniqueTests()},
+		{"Batch", batchTests()},
+		{"Events", eventTests()},
+		{"Tasks", taskTests()},
+		{"Servers", serverTests()},
+		{"Concurrency", concurrencyTests()},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			for _, c := range g.cases {
+				t.Run(c.name, func(t *testing.T) {
+					c.fn(newEnv(t, newBroker))
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,562 @@
+package brokertest_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/broker/brokertest"
+)
+
+// TestMemory runs the suite against memBroker, a straightforward
+// in-memory reading of the broker.Broker doc comments. It proves the suite
+// itself: a test that fails here is a bug of the suite (or of the
+// reference), not of a backend.
+func TestMemory(t *testing.T) {
+	brokertest.Run(t, func(t *testing.T, clock clockwork.Clock) broker.Broker {
+		b := newMemBroker(clock)
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	})
+}
+
+type memTask struct {
+	msg         *base.TaskMessage
+	state       base.TaskState
+	due         time.Time // scheduled, retry
+	deadline    time.Time // active
+	token       string
+	result      []byte
+	completedAt time.Time
+}
+
+type memLock struct {
+	id      string
+	expires time.Time
+}
+
+type memQueue struct {
+	tasks   map[string]*memTask
+	pending []string // next to fetch first
+	locks   map[string]memLock
+}
+
+type memBroker struct {
+	clock  clockwork.Clock
+	mu     sync.Mutex
+	closed bool
+	queues map[string]*memQueue
+	subs   map[chan broker.Event]struct{}
+}
+
+var _ broker.Broker = (*memBroker)(nil)
+var _ brokertest.InvariantChecker = (*memBroker)(nil)
+
+func newMemBroker(clock clockwork.Clock) *memBroker {
+	return &memBroker{clock: clock, queues: map[string]*memQueue{}, subs: map[chan broker.Event]struct{}{}}
+}
+
+func cloneMsg(m *base.TaskMessage) *base.TaskMessage {
+	c := *m
+	c.Payload = slices.Clone(m.Payload)
+	return &c
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// lock takes mu and fails when closed.
+func (b *memBroker) lock() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return base.ErrStorageClosed
+	}
+	return nil
+}
+
+func (b *memBroker) queue(name string) *memQueue {
+	q := b.queues[name]
+	if q == nil {
+		q = &memQueue{tasks: map[string]*memTask{}, locks: map[string]memLock{}}
+		b.queues[name] = q
+	}
+	return q
+}
+
+func (b *memBroker) publish(kind broker.EventKind, queue string) {
+	for ch := range b.subs {
+		select {
+		case ch <- broker.Event{Kind: kind, Queue: queue}:
+		default:
+		}
+	}
+}
+
+func (b *memBroker) Ping(context.Context) error {
+	if err := b.lock(); err != nil {
+		return err
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *memBroker) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return base.ErrStorageClosed
+	}
+	b.closed = true
+	return nil
+}
+
+func (b *memBroker) Now(context.Context) (time.Time, error) {
+	if err := b.lock(); err != nil {
+		return time.Time{}, err
+	}
+	defer b.mu.Unlock()
+	return b.clock.Now(), nil
+}
+
+func (b *memBroker) Enqueue(_ context.Context, p broker.EnqueueParams) error {
+	if err := b.lock(); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	return b.enqueueLocked(p)
+}
+
+func (b *memBroker) enqueueLocked(p broker.EnqueueParams) error {
+	if p.Msg == nil {
+		return fmt.Errorf("%w: nil message", base.ErrInvalidArgument)
+	}
+	if err := p.Msg.Validate(); err != nil {
+		return err
+	}
+	now := b.clock.Now()
+	if q := b.queues[p.Msg.Queue]; q != nil {
+		if _, ok := q.tasks[p.Msg.ID]; ok {
+			return base.ErrTaskIDConflict
+		}
+		if p.Msg.UniqueKey != "" {
+			if l, ok := q.locks[p.Msg.UniqueKey]; ok && now.Before(l.expires) {
+				return base.ErrDuplicateTask
+			}
+		}
+	}
+	q := b.queue(p.Msg.Queue)
+	t := &memTask{msg: cloneMsg(p.Msg)}
+	switch {
+	case p.Msg.GroupKey != "":
+		t.state = base.StateAggregating
+	case p.ProcessAt.After(now):
+		t.state, t.due = base.StateScheduled, p.ProcessAt
+		b.publish(broker.EventScheduled, p.Msg.Queue)
+	default:
+		t.state = base.StatePending
+		b.pushPending(q, p.Msg.Queue, p.Msg.ID, false)
+	}
+	q.tasks[p.Msg.ID] = t
+	if p.Msg.UniqueKey != "" {
+		q.locks[p.Msg.UniqueKey] = memLock{id: p.Msg.ID, expires: now.Add(p.Msg.UniqueTTL)}
+	}
+	return nil
+}
+
+func (b *memBroker) pushPending(q *memQueue, name, id string, head bool) {
+	if len(q.pending) == 0 {
+		b.publish(broker.EventReady, name)
+	}
+	if head {
+		q.pending = append([]string{id}, q.pending...)
+	} else {
+		q.pending = append(q.pending, id)
+	}
+}
+
+func (b *memBroker) EnqueueBatch(_ context.Context, ps []broker.EnqueueParams) []error {
+	errs := make([]error, len(ps))
+	if err := b.lock(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	defer b.mu.Unlock()
+	for i, p := range ps {
+		errs[i] = b.enqueueLocked(p)
+	}
+	return errs
+}
+
+func (b *memBroker) Fetch(_ context.Context, p broker.FetchParams) ([]*broker.Lease, error) {
+	if err := b.lock(); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	if err := base.ValidateQueueName(p.Queue); err != nil {
+		return nil, err
+	}
+	if p.Max < 1 || p.LeaseDuration <= 0 {
+		return nil, fmt.Errorf("%w: Max %d, LeaseDuration %v", base.ErrInvalidArgument, p.Max, p.LeaseDuration)
+	}
+	q := b.queues[p.Queue]
+	if q == nil {
+		return nil, nil
+	}
+	var out []*broker.Lease
+	deadline := b.clock.Now().Add(p.LeaseDuration)
+	for len(out) < p.Max && len(q.pending) > 0 {
+		id := q.pending[0]
+		q.pending = q.pending[1:]
+		t := q.tasks[id]
+		t.state, t.deadline, t.token = base.StateActive, deadline, newToken()
+		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: deadline})
+	}
+	return out, nil
+}
+
+// held returns the active task l holds, or ErrLeaseLost.
+func (b *memBroker) held(l broker.LeaseRef) (*memQueue, *memTask, error) {
+	q := b.queues[l.Queue]
+	if q == nil {
+		return nil, nil, base.ErrLeaseLost
+	}
+	t := q.tasks[l.ID]
+	if t == nil || t.state != base.StateActive || t.token != l.Token {
+		return nil, nil, base.ErrLeaseLost
+	}
+	return q, t, nil
+}
+
+func (q *memQueue) unlock(t *memTask) {
+	if k := t.msg.UniqueKey; k != "" && q.locks[k].id == t.msg.ID {
+		delete(q.locks, k)
+	}
+}
+
+func (b *memBroker) Complete(_ context.Context, ls []broker.LeaseRef) []error {
+	errs := make([]error, len(ls))
+	if err := b.lock(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	for i, l := range ls {
+		q, t, err := b.held(l)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		q.unlock(t)
+		if t.msg.Retention > 0 {
+			t.state, t.completedAt, t.token, t.deadline = base.StateCompleted, now, "", time.Time{}
+		} else {
+			delete(q.tasks, l.ID)
+		}
+	}
+	return errs
+}
+
+func (b *memBroker) fail(l broker.LeaseRef, requireExpired bool, errMsg string, retried int) (*memTask, error) {
+	_, t, err := b.held(l)
+	if err != nil {
+		return nil, err
+	}
+	now := b.clock.Now()
+	if requireExpired && !now.After(t.deadline) {
+		return nil, base.ErrLeaseLost
+	}
+	t.msg.Retried += retried
+	t.msg.LastErr, t.msg.LastFailedAt = errMsg, now
+	t.token, t.deadline = "", time.Time{}
+	return t, nil
+}
+
+func (b *memBroker) Retry(_ context.Context, p broker.RetryParams) error {
+	if err := b.lock(); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	t, err := b.fail(p.Lease, p.RequireExpired, p.ErrMsg, 1)
+	if err != nil {
+		return err
+	}
+	t.state, t.due = base.StateRetry, b.clock.Now().Add(p.Delay)
+	b.publish(broker.EventScheduled, p.Lease.Queue)
+	return nil
+}
+
+func (b *memBroker) Archive(_ context.Context, p broker.ArchiveParams) error {
+	if err := b.lock(); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	t, err := b.fail(p.Lease, p.RequireExpired, p.ErrMsg, 0)
+	if err != nil {
+		return err
+	}
+	t.state = base.StateArchived
+	return nil
+}
+
+func (b *memBroker) Requeue(_ context.Context, l broker.LeaseRef) error {
+	if err := b.lock(); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	q, t, err := b.held(l)
+	if err != nil {
+		return err
+	}
+	t.state, t.token, t.deadline = base.StatePending, "", time.Time{}
+	b.pushPending(q, l.Queue, l.ID, true)
+	return nil
+}
+
+func (b *memBroker) ExtendLeases(_ context.Context, queue string, ls []broker.LeaseRef, d time.Duration) ([]string, error) {
+	if err := b.lock(); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	var lost []string
+	for _, l := range ls {
+		l.Queue = queue
+		_, t, err := b.held(l)
+		if err != nil {
+			lost = append(lost, l.ID)
+			continue
+		}
+		t.deadline = b.clock.Now().Add(d)
+	}
+	return lost, nil
+}
+
+func (b *memBroker) ExpiredLeases(_ context.Context, queue string, limit int) ([]*broker.Lease, error) {
+	if err := b.lock(); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	q := b.queues[queue]
+	if q == nil {
+		return nil, nil
+	}
+	now := b.clock.Now()
+	var out []*broker.Lease
+	for _, t := range q.tasks {
+		if len(out) >= limit {
+			break
+		}
+		if t.state == base.StateActive && now.After(t.deadline) {
+			out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.deadline})
+		}
+	}
+	return out, nil
+}
+
+func (b *memBroker) WriteResult(_ context.Context, l broker.LeaseRef, data []byte) error {
+	if err := b.lock(); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	_, t, err := b.held(l)
+	if err != nil {
+		return err
+	}
+	t.result = slices.Clone(data)
+	return nil
+}
+
+func (b *memBroker) Forward(_ context.Context, queue string, limit int) (broker.ForwardResult, error) {
+	if err := b.lock(); err != nil {
+		return broker.ForwardResult{}, err
+	}
+	defer b.mu.Unlock()
+	q := b.queues[queue]
+	if q == nil {
+		return broker.ForwardResult{}, nil
+	}
+	var waiting []*memTask
+	for _, t := range q.tasks {
+		if t.state == base.StateScheduled || t.state == base.StateRetry {
+			waiting = append(waiting, t)
+		}
+	}
+	sort.Slice(waiting, func(i, j int) bool { return waiting[i].due.Before(waiting[j].due) })
+	now := b.clock.Now()
+	var r broker.ForwardResult
+	for _, t := range waiting {
+		if t.due.After(now) {
+			r.HasNext, r.NextIn = true, t.due.Sub(now)
+			break
+		}
+		if r.Moved == limit {
+			r.HasNext, r.NextIn = true, 0
+			break
+		}
+		t.state, t.due = base.StatePending, time.Time{}
+		b.pushPending(q, queue, t.msg.ID, false)
+		r.Moved++
+	}
+	return r, nil
+}
+
+func (b *memBroker) DeleteExpiredCompleted(_ context.Context, queue string, limit int) (int, error) {
+	if err := b.lock(); err != nil {
+		return 0, err
+	}
+	defer b.mu.Unlock()
+	q := b.queues[queue]
+	if q == nil {
+		return 0, nil
+	}
+	now := b.clock.Now()
+	n := 0
+	for id, t := range q.tasks {
+		if n == limit {
+			break
+		}
+		if t.state == base.StateCompleted && !now.Before(t.completedAt.Add(t.msg.Retention)) {
+			delete(q.tasks, id)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (b *memBroker) GetTaskInfo(_ context.Context, queue, id string) (*base.TaskInfo, error) {
+	if err := b.lock(); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	q := b.queues[queue]
+	if q == nil || q.tasks[id] == nil {
+		return nil, base.ErrTaskNotFound
+	}
+	t := q.tasks[id]
+	ti := &base.TaskInfo{Message: cloneMsg(t.msg), State: t.state, Result: slices.Clone(t.result)}
+	switch t.state {
+	case base.StatePending:
+		ti.NextProcessAt = b.clock.Now()
+	case base.StateScheduled, base.StateRetry:
+		ti.NextProcessAt = t.due
+	case base.StateActive:
+		ti.LeaseDeadline = t.deadline
+	case base.StateCompleted:
+		ti.CompletedAt = t.completedAt
+	}
+	return ti, nil
+}
+
+func (b *memBroker) DeleteTask(_ context.Context, queue, id string) error {
+	if err := b.lock(); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	q := b.queues[queue]
+	if q == nil || q.tasks[id] == nil {
+		return base.ErrTaskNotFound
+	}
+	t := q.tasks[id]
+	if t.state == base.StateActive {
+		return base.ErrWrongState
+	}
+	if t.state == base.StatePending {
+		q.pending = slices.DeleteFunc(q.pending, func(s string) bool { return s == id })
+	}
+	q.unlock(t)
+	delete(q.tasks, id)
+	return nil
+}
+
+func (b *memBroker) Queues(context.Context) ([]string, error) {
+	if err := b.lock(); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	qs := make([]string, 0, len(b.queues))
+	for name := range b.queues {
+		qs = append(qs, name)
+	}
+	sort.Strings(qs)
+	return qs, nil
+}
+
+func (b *memBroker) Subscribe(ctx context.Context) (<-chan broker.Event, error) {
+	if err := b.lock(); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	ch := make(chan broker.Event, 64)
+	b.subs[ch] = struct{}{}
+	go func() {
+		<-ctx.Done()
+		b.mu.Lock()
+		delete(b.subs, ch)
+		close(ch)
+		b.mu.Unlock()
+	}()
+	return ch, nil
+}
+
+func (b *memBroker) WriteServerState(context.Context, *base.ServerInfo, time.Duration) error {
+	if err := b.lock(); err != nil {
+		return err
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *memBroker) ClearServerState(context.Context, string) error {
+	if err := b.lock(); err != nil {
+		return err
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+// CheckInvariants checks that the pending list and the task states agree
+// and that exactly the active tasks have a lease.
+func (b *memBroker) CheckInvariants(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for name, q := range b.queues {
+		inList := map[string]bool{}
+		for _, id := range q.pending {
+			if inList[id] {
+				return fmt.Errorf("queue %s: %s twice in the pending list", name, id)
+			}
+			inList[id] = true
+			if t := q.tasks[id]; t == nil || t.state != base.StatePending {
+				return fmt.Errorf("queue %s: %s in the pending list but not pending", name, id)
+			}
+		}
+		for id, t := range q.tasks {
+			if (t.state == base.StatePending) != inList[id] {
+				return fmt.Errorf("queue %s: pending task %s not in the pending list", name, id)
+			}
+			if (t.state == base.StateActive) != (t.token != "") {
+				return errors.New("a lease without an active task, or an active task without a lease")
+			}
+		}
+	}
+	return nil
+}
