@@ -296,7 +296,11 @@ func (b *memBroker) Retry(_ context.Context, p broker.RetryParams) error {
 		return err
 	}
 	defer b.mu.Unlock()
-	t, err := b.fail(p.Lease, p.RequireExpired, p.ErrMsg, 1)
+	retried := 0
+	if p.IsFailure {
+		retried = 1
+	}
+	t, err := b.fail(p.Lease, p.RequireExpired, p.ErrMsg, retried)
 	if err != nil {
 		return err
 	}

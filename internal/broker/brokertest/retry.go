@@ -48,15 +48,22 @@ func retryTests() []testCase {
 				e.wantForward(e.forward("default"), 1, false, 0)
 			}
 		}},
-		{"NotFailureStillCountsRetried", func(e *env) {
-			// IsFailure only decides the failed counters; Retry always
-			// counts the attempt in Retried.
+		{"NotFailureKeepsRetried", func(e *env) {
+			// An error that is not a failure does not use up a retry, but
+			// is still recorded.
 			m := e.add("default")
 			l := e.fetchID("default", m.ID)
+			e.advance(time.Second)
 			err := e.b.Retry(e.ctx, broker.RetryParams{Lease: l.Ref(), Delay: time.Minute, ErrMsg: "rate limited", IsFailure: false})
 			wantNoErr(e, "Retry", err)
 			ti := e.wantState("default", m.ID, base.StateRetry)
-			wantBookkeeping(e, "retry task", ti.Message, 1, "rate limited", Epoch)
+			wantBookkeeping(e, "retry task", ti.Message, 0, "rate limited", Epoch.Add(time.Second))
+			wantTime(e, "NextProcessAt", ti.NextProcessAt, Epoch.Add(time.Second+time.Minute))
+			e.advance(time.Minute)
+			e.wantForward(e.forward("default"), 1, false, 0)
+			l = e.fetchID("default", m.ID)
+			e.retry(l.Ref(), time.Minute, "real failure")
+			wantBookkeeping(e, "retry task", e.info("default", m.ID).Message, 1, "real failure", e.now())
 		}},
 		{"ZeroDelayDueAtOnce", func(e *env) {
 			m := e.add("default")
