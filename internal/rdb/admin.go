@@ -227,8 +227,9 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 		}
 		bad, err := b.run(ctx, call{
 			s: scriptInvariants,
-			keys: []string{k.taskPattern, k.task, k.pending, k.active, k.scheduled, k.retry,
+			keys: []string{k.task, k.pending, k.active, k.scheduled, k.retry,
 				k.archived, k.completed, k.groups, k.group},
+			args: []string{k.taskPattern},
 		}).AsStrSlice()
 		if err != nil {
 			return b.wrap("check invariants "+q, err)

@@ -52,7 +52,9 @@ type queueKeys struct {
 	processed string // all-time processed counter; + ":<day>" per day
 	failed    string // all-time failed counter; + ":<day>" per day
 
-	// taskPattern is a KEYS/SCAN glob matching every task hash of the queue.
+	// taskPattern is a KEYS/SCAN glob matching every task hash of the
+	// queue. It is not a key: escaping may change its hash tag, so it is
+	// passed to scripts as an ARGV.
 	taskPattern string
 
 	// registered is set once the queue name is in keyQueues (per Broker).

@@ -1,9 +1,10 @@
 -- invariants.lua: checks the consistency of one queue (read only; for
 -- tests and operators, it reads every key of the queue).
--- KEYS[1] task hash glob  KEYS[2] task hash prefix  KEYS[3] pending list
--- KEYS[4] active zset  KEYS[5] scheduled zset  KEYS[6] retry zset
--- KEYS[7] archived zset  KEYS[8] completed zset  KEYS[9] groups set
--- KEYS[10] group zset prefix
+-- KEYS[1] task hash prefix  KEYS[2] pending list  KEYS[3] active zset
+-- KEYS[4] scheduled zset  KEYS[5] retry zset  KEYS[6] archived zset
+-- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] group zset prefix
+-- ARGV[1] glob matching every task hash of the queue (not a key: escaping
+-- can change its hash tag)
 -- Returns a list of violations (strings); empty when consistent.
 local bad = {}
 local where = {}
@@ -15,20 +16,20 @@ local function add(id, name, state)
   end
   w[#w + 1] = {name, state}
 end
-for _, id in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do add(id, 'pending', '2') end
-local zsets = {{KEYS[4], 'active', '1'}, {KEYS[5], 'scheduled', '3'}, {KEYS[6], 'retry', '4'},
-  {KEYS[7], 'archived', '5'}, {KEYS[8], 'completed', '6'}}
+for _, id in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do add(id, 'pending', '2') end
+local zsets = {{KEYS[3], 'active', '1'}, {KEYS[4], 'scheduled', '3'}, {KEYS[5], 'retry', '4'},
+  {KEYS[6], 'archived', '5'}, {KEYS[7], 'completed', '6'}}
 for _, z in ipairs(zsets) do
   for _, id in ipairs(redis.call('ZRANGE', z[1], 0, -1)) do add(id, z[2], z[3]) end
 end
-for _, g in ipairs(redis.call('SMEMBERS', KEYS[9])) do
-  local ids = redis.call('ZRANGE', KEYS[10] .. g, 0, -1)
+for _, g in ipairs(redis.call('SMEMBERS', KEYS[8])) do
+  local ids = redis.call('ZRANGE', KEYS[9] .. g, 0, -1)
   if #ids == 0 then bad[#bad + 1] = 'group ' .. g .. ' listed but empty' end
   for _, id in ipairs(ids) do add(id, 'group ' .. g, '7') end
 end
 local seen = {}
-local plen = string.len(KEYS[2])
-for _, key in ipairs(redis.call('KEYS', KEYS[1])) do
+local plen = string.len(KEYS[1])
+for _, key in ipairs(redis.call('KEYS', ARGV[1])) do
   local id = string.sub(key, plen + 1)
   seen[id] = true
   local f = redis.call('HMGET', key, 's', 'k', 'm', 'g')
@@ -50,7 +51,7 @@ for _, key in ipairs(redis.call('KEYS', KEYS[1])) do
   end
   if f[1] == '1' then
     if not f[2] or f[2] == '' then bad[#bad + 1] = 'active task ' .. id .. ' has no lease token' end
-    if not redis.call('ZSCORE', KEYS[4], id) then bad[#bad + 1] = 'active task ' .. id .. ' has no active-zset entry' end
+    if not redis.call('ZSCORE', KEYS[3], id) then bad[#bad + 1] = 'active task ' .. id .. ' has no active-zset entry' end
   elseif f[2] then
     bad[#bad + 1] = 'task ' .. id .. ' in state ' .. tostring(f[1]) .. ' has a lease token'
   end
