@@ -65,6 +65,53 @@ func batchTests() []testCase {
 			wantIDs(e, "Queues", e.queues(), []string{"default", "other"})
 			wantIDs(e, "pending tasks", e.drain("default"), msgIDs(existing, locked, pending))
 		}},
+		{"InterleavedQueues", func(e *env) {
+			taken := e.add("b")
+			type entry struct {
+				m    *base.TaskMessage
+				want error
+			}
+			var entries []entry
+			for i, q := range []string{"a", "b", "c", "a", "b", "c", "a"} {
+				m := e.newMsg(q)
+				var want error
+				switch i {
+				case 1:
+					m.ID = taken.ID
+					want = base.ErrTaskIDConflict
+				case 2:
+					m.MaxRetry = -1
+					want = base.ErrInvalidArgument
+				case 3, 6:
+					m.UniqueKey, m.UniqueTTL = "k", time.Hour
+					if i == 6 {
+						want = base.ErrDuplicateTask
+					}
+				}
+				entries = append(entries, entry{m, want})
+			}
+			ps := make([]broker.EnqueueParams, len(entries))
+			for i, en := range entries {
+				ps[i] = broker.EnqueueParams{Msg: en.m}
+			}
+			errs := e.b.EnqueueBatch(e.ctx, ps)
+			if len(errs) != len(ps) {
+				e.Fatalf("EnqueueBatch of %d tasks returned %d results", len(ps), len(errs))
+			}
+			for i, en := range entries {
+				what := fmt.Sprintf("EnqueueBatch entry %d (queue %s)", i, en.m.Queue)
+				if en.want == nil {
+					wantNoErr(e, what, errs[i])
+					wantSameMsg(e, what, e.info(en.m.Queue, en.m.ID).Message, en.m)
+				} else {
+					wantErrIs(e, what, errs[i], en.want)
+				}
+			}
+			wantIDs(e, "pending tasks of a", e.drain("a"), msgIDs(entries[0].m, entries[3].m))
+			wantIDs(e, "pending tasks of b", e.drain("b"), msgIDs(taken, entries[4].m))
+			wantIDs(e, "pending tasks of c", e.drain("c"), msgIDs(entries[5].m))
+			wantIDs(e, "Queues", e.queues(), []string{"a", "b", "c"})
+		}},
 		{"Empty", func(e *env) {
 			if errs := e.b.EnqueueBatch(e.ctx, nil); len(errs) != 0 {
 				e.Fatalf("EnqueueBatch of no task returned %v", errs)

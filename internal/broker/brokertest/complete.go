@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 
 	"github.com/htqueue/htq/internal/base"
@@ -109,6 +110,31 @@ func completeTests() []testCase {
 			wantTime(e, "LeaseDeadline of the task with the stale entry", ti.LeaseDeadline, Epoch.Add(leaseFor))
 			e.complete(good)
 			e.wantState("default", good.ID, base.StateCompleted)
+		}},
+		{"BatchAcrossQueues", func(e *env) {
+			var refs []broker.LeaseRef
+			for _, q := range []string{"a", "b", "a", "c", "b"} {
+				m := e.newMsg(q)
+				m.Retention = time.Hour
+				e.enqueue(m)
+				refs = append(refs, e.fetchID(q, m.ID).Ref())
+			}
+			stale := refs[2]
+			stale.Token = "stale"
+			batch := []broker.LeaseRef{refs[0], refs[1], stale, refs[3], refs[4], {Queue: "d", ID: "missing", Token: "t"}}
+			errs := e.b.Complete(e.ctx, batch)
+			if len(errs) != len(batch) {
+				e.Fatalf("Complete of %d leases returned %d results", len(batch), len(errs))
+			}
+			for i, err := range errs {
+				if i == 2 || i == 5 {
+					wantErrIs(e, fmt.Sprintf("Complete entry %d", i), err, base.ErrLeaseLost)
+					continue
+				}
+				wantNoErr(e, fmt.Sprintf("Complete entry %d", i), err)
+				e.wantState(batch[i].Queue, batch[i].ID, base.StateCompleted)
+			}
+			e.wantState("a", refs[2].ID, base.StateActive)
 		}},
 		{"EmptyBatch", func(e *env) {
 			if errs := e.b.Complete(e.ctx, nil); len(errs) != 0 {

@@ -28,6 +28,14 @@ func forwardTests() []testCase {
 			l := e.fetchID("default", m.ID)
 			wantSameMsg(e, "fetched task", l.Msg, m)
 		}},
+		{"DueAtExactTime", func(e *env) {
+			m := e.schedule("default", 10*time.Second)
+			e.advance(10*time.Second - time.Millisecond)
+			e.wantForward(e.forward("default"), 0, true, time.Millisecond)
+			e.advance(time.Millisecond)
+			e.wantForward(e.forward("default"), 1, false, 0)
+			e.fetchID("default", m.ID)
+		}},
 		{"DueOrder", func(e *env) {
 			// A retry task due at +20s between scheduled tasks due at +10s
 			// and +30s, enqueued in another order.
@@ -143,6 +151,18 @@ func retentionTests() []testCase {
 			e.advance(6 * time.Second)
 			if n := deleteExpired(e, 100); n != 1 {
 				e.Fatalf("DeleteExpiredCompleted deleted %d tasks, want 1", n)
+			}
+			e.wantGone("default", m.ID)
+		}},
+		{"ExpiresAtExactRetention", func(e *env) {
+			m := complete(e, 10*time.Second)
+			e.advance(10*time.Second - time.Millisecond)
+			if n := deleteExpired(e, 100); n != 0 {
+				e.Fatalf("DeleteExpiredCompleted 1ms before the end of the retention deleted %d", n)
+			}
+			e.advance(time.Millisecond)
+			if n := deleteExpired(e, 100); n != 1 {
+				e.Fatalf("DeleteExpiredCompleted at the end of the retention deleted %d, want 1", n)
 			}
 			e.wantGone("default", m.ID)
 		}},

@@ -153,6 +153,37 @@ func leaseTests() []testCase {
 			e.wantState("default", ls[2].Msg.ID, base.StateRetry)
 			e.wantGone("default", "missing")
 		}},
+		{"ExpiredAtDeadline", func(e *env) {
+			// A lease runs out at its deadline: at that very instant it is
+			// expired, cannot be extended, and can be recovered.
+			m := e.add("default")
+			l := e.fetchID("default", m.ID)
+			e.advance(leaseFor - time.Millisecond)
+			if ls := e.expired("default"); len(ls) != 0 {
+				e.Fatalf("ExpiredLeases 1ms before the deadline = %v, want none", leaseIDs(ls))
+			}
+			e.advance(time.Millisecond)
+			wantIDs(e, "ExpiredLeases at the deadline", leaseIDs(e.expired("default")), msgIDs(m))
+			lost, err := e.b.ExtendLeases(e.ctx, "default", []broker.LeaseRef{l.Ref()}, time.Minute)
+			wantNoErr(e, "ExtendLeases", err)
+			wantIDs(e, "lost leases of ExtendLeases at the deadline", lost, msgIDs(m))
+			wantIDs(e, "recovered", e.recoverAll("default", time.Minute), msgIDs(m))
+		}},
+		{"ExtendExpiredLeaseIsLost", func(e *env) {
+			// An expired lease may be being recovered: ExtendLeases does
+			// not revive it, it reports it lost and leaves it to the
+			// Recoverer.
+			m := e.add("default")
+			l := e.fetchID("default", m.ID)
+			e.advance(leaseFor + time.Second)
+			lost, err := e.b.ExtendLeases(e.ctx, "default", []broker.LeaseRef{l.Ref()}, time.Minute)
+			wantNoErr(e, "ExtendLeases", err)
+			wantIDs(e, "lost leases of ExtendLeases after the deadline", lost, msgIDs(m))
+			ti := e.wantState("default", m.ID, base.StateActive)
+			wantTime(e, "LeaseDeadline after a refused extension", ti.LeaseDeadline, l.Deadline)
+			wantIDs(e, "ExpiredLeases", leaseIDs(e.expired("default")), msgIDs(m))
+			wantIDs(e, "recovered", e.recoverAll("default", time.Minute), msgIDs(m))
+		}},
 		{"ExtendNothing", func(e *env) {
 			lost, err := e.b.ExtendLeases(e.ctx, "default", nil, time.Minute)
 			wantNoErr(e, "ExtendLeases of no lease", err)

@@ -282,7 +282,7 @@ func (b *memBroker) fail(l broker.LeaseRef, requireExpired bool, errMsg string, 
 		return nil, err
 	}
 	now := b.clock.Now()
-	if requireExpired && !now.After(t.deadline) {
+	if requireExpired && now.Before(t.deadline) {
 		return nil, base.ErrLeaseLost
 	}
 	t.msg.Retried += retried
@@ -345,7 +345,7 @@ func (b *memBroker) ExtendLeases(_ context.Context, queue string, ls []broker.Le
 	for _, l := range ls {
 		l.Queue = queue
 		_, t, err := b.held(l)
-		if err != nil {
+		if err != nil || !b.clock.Now().Before(t.deadline) {
 			lost = append(lost, l.ID)
 			continue
 		}
@@ -369,7 +369,7 @@ func (b *memBroker) ExpiredLeases(_ context.Context, queue string, limit int) ([
 		if len(out) >= limit {
 			break
 		}
-		if t.state == base.StateActive && now.After(t.deadline) {
+		if t.state == base.StateActive && !now.Before(t.deadline) {
 			out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.deadline})
 		}
 	}

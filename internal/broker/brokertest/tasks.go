@@ -23,6 +23,10 @@ func taskTests() []testCase {
 			m := e.add("default")
 			ti := e.wantState("default", m.ID, base.StatePending)
 			wantTime(e, "NextProcessAt", ti.NextProcessAt, e.now())
+			// A pending task is due now, whenever now is.
+			e.advance(time.Hour)
+			ti = e.wantState("default", m.ID, base.StatePending)
+			wantTime(e, "NextProcessAt an hour later", ti.NextProcessAt, e.now())
 			wantTime(e, "LeaseDeadline", ti.LeaseDeadline, time.Time{})
 			wantTime(e, "CompletedAt", ti.CompletedAt, time.Time{})
 		}},

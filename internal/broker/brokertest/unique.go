@@ -59,6 +59,13 @@ func uniqueTests() []testCase {
 			second := e.wantUnlocked("default", "k")
 			wantIDs(e, "pending tasks", e.drain("default"), msgIDs(first, second))
 		}},
+		{"FreeAtExactTTL", func(e *env) {
+			e.enqueue(e.uniqueMsg("default", "k", 10*time.Second))
+			e.advance(10*time.Second - time.Millisecond)
+			e.wantDuplicate("default", "k")
+			e.advance(time.Millisecond)
+			e.wantUnlocked("default", "k")
+		}},
 		{"ReleasedOnComplete", func(e *env) {
 			first := e.uniqueMsg("default", "k", time.Hour)
 			e.enqueue(first)
