@@ -362,9 +362,9 @@ func TestQueueRegistrationCached(t *testing.T) {
 // way CheckInvariants must report.
 func TestCheckInvariantsFindsViolations(t *testing.T) {
 	cases := []struct {
-		name  string
+		name    string
 		breakIt func(t *testing.T, b *Broker)
-		want  string
+		want    string
 	}{
 		{"hash in no structure", func(t *testing.T, b *Broker) {
 			redis(t, b, "LREM", "htq:{q}:pending", "0", "p")
