@@ -69,11 +69,22 @@ type group struct {
 // broker for every subtest. Subtests are named Area/Behaviour (for example
 // Fetch/FIFO) so that one can be run alone with -run.
 //
-// Besides the doc comments of package broker, the suite holds backends to
-// two requirements those comments imply: Subscribe returns only once its
-// subscription is live (an event of a change made after Subscribe returned
-// is delivered), and bad arguments to Fetch (Max < 1, LeaseDuration <= 0,
-// an invalid queue name) fail with base.ErrInvalidArgument.
+// Besides the doc comments of package broker, the suite pins down what
+// those comments leave open, so that every backend agrees:
+//   - Subscribe returns only once its subscription is live: a change made
+//     after Subscribe returned is announced on the channel.
+//   - Bad arguments fail with base.ErrInvalidArgument: an invalid queue
+//     name given to any method, Fetch's Max < 1 or LeaseDuration <= 0, a
+//     limit < 1, ExtendLeases by d <= 0, a server state without an ID or
+//     with ttl <= 0.
+//   - An instant is reached when the clock shows it: a lease is expired at
+//     its deadline, a task is due at its due time, a completed task's
+//     retention has run out at CompletedAt+Retention, a uniqueness lock is
+//     free at its expiry.
+//   - An expired lease is not extended: ExtendLeases reports it lost and
+//     leaves it for the Recoverer. (Whether Complete still accepts an
+//     expired lease that nobody recovered is left open.)
+//   - Uniqueness keys are per queue.
 func Run(t *testing.T, newBroker Factory) {
 	t.Helper()
 	groups := []group{

@@ -341,6 +341,12 @@ func (b *memBroker) ExtendLeases(_ context.Context, queue string, ls []broker.Le
 		return nil, err
 	}
 	defer b.mu.Unlock()
+	if err := checkArgs(queue, 1); err != nil {
+		return nil, err
+	}
+	if d <= 0 {
+		return nil, base.ErrInvalidArgument
+	}
 	var lost []string
 	for _, l := range ls {
 		l.Queue = queue
@@ -359,6 +365,9 @@ func (b *memBroker) ExpiredLeases(_ context.Context, queue string, limit int) ([
 		return nil, err
 	}
 	defer b.mu.Unlock()
+	if err := checkArgs(queue, limit); err != nil {
+		return nil, err
+	}
 	q := b.queues[queue]
 	if q == nil {
 		return nil, nil
@@ -394,6 +403,9 @@ func (b *memBroker) Forward(_ context.Context, queue string, limit int) (broker.
 		return broker.ForwardResult{}, err
 	}
 	defer b.mu.Unlock()
+	if err := checkArgs(queue, limit); err != nil {
+		return broker.ForwardResult{}, err
+	}
 	q := b.queues[queue]
 	if q == nil {
 		return broker.ForwardResult{}, nil
@@ -428,6 +440,9 @@ func (b *memBroker) DeleteExpiredCompleted(_ context.Context, queue string, limi
 		return 0, err
 	}
 	defer b.mu.Unlock()
+	if err := checkArgs(queue, limit); err != nil {
+		return 0, err
+	}
 	q := b.queues[queue]
 	if q == nil {
 		return 0, nil
@@ -451,6 +466,9 @@ func (b *memBroker) GetTaskInfo(_ context.Context, queue, id string) (*base.Task
 		return nil, err
 	}
 	defer b.mu.Unlock()
+	if err := checkArgs(queue, 1); err != nil {
+		return nil, err
+	}
 	q := b.queues[queue]
 	if q == nil || q.tasks[id] == nil {
 		return nil, base.ErrTaskNotFound
@@ -475,6 +493,9 @@ func (b *memBroker) DeleteTask(_ context.Context, queue, id string) error {
 		return err
 	}
 	defer b.mu.Unlock()
+	if err := checkArgs(queue, 1); err != nil {
+		return err
+	}
 	q := b.queues[queue]
 	if q == nil || q.tasks[id] == nil {
 		return base.ErrTaskNotFound
@@ -521,11 +542,24 @@ func (b *memBroker) Subscribe(ctx context.Context) (<-chan broker.Event, error) 
 	return ch, nil
 }
 
-func (b *memBroker) WriteServerState(context.Context, *base.ServerInfo, time.Duration) error {
+func (b *memBroker) WriteServerState(_ context.Context, info *base.ServerInfo, ttl time.Duration) error {
 	if err := b.lock(); err != nil {
 		return err
 	}
 	b.mu.Unlock()
+	if info == nil || info.ID == "" || ttl <= 0 {
+		return base.ErrInvalidArgument
+	}
+	return nil
+}
+
+func checkArgs(queue string, limit int) error {
+	if err := base.ValidateQueueName(queue); err != nil {
+		return err
+	}
+	if limit < 1 {
+		return base.ErrInvalidArgument
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -119,9 +120,64 @@ func validationTests() []testCase {
 			wantErrIs(e, "Fetch with LeaseDuration 0", err, base.ErrInvalidArgument)
 			e.wantState("default", m.ID, base.StatePending)
 		}},
-		testCase{"FetchBadQueueName", func(e *env) {
-			_, err := e.b.Fetch(e.ctx, broker.FetchParams{Queue: "a:b", Max: 1, LeaseDuration: leaseFor})
-			wantErrIs(e, "Fetch from queue a:b", err, base.ErrInvalidArgument)
+		testCase{"BadQueueName", func(e *env) {
+			// Every method that takes a queue name refuses an invalid one.
+			for _, q := range []string{"", "a:b", "{a}", "a\nb", strings.Repeat("q", base.MaxQueueNameLen+1)} {
+				calls := map[string]func() error{
+					"Fetch": func() error {
+						_, err := e.b.Fetch(e.ctx, broker.FetchParams{Queue: q, Max: 1, LeaseDuration: leaseFor})
+						return err
+					},
+					"ExtendLeases": func() error {
+						_, err := e.b.ExtendLeases(e.ctx, q, []broker.LeaseRef{{Queue: q, ID: "x", Token: "t"}}, leaseFor)
+						return err
+					},
+					"ExpiredLeases": func() error { _, err := e.b.ExpiredLeases(e.ctx, q, 10); return err },
+					"Forward":       func() error { _, err := e.b.Forward(e.ctx, q, 10); return err },
+					"DeleteExpiredCompleted": func() error {
+						_, err := e.b.DeleteExpiredCompleted(e.ctx, q, 10)
+						return err
+					},
+					"GetTaskInfo": func() error { _, err := e.b.GetTaskInfo(e.ctx, q, "x"); return err },
+					"DeleteTask":  func() error { return e.b.DeleteTask(e.ctx, q, "x") },
+				}
+				for name, call := range calls {
+					wantErrIs(e, fmt.Sprintf("%s of queue %q", name, q), call(), base.ErrInvalidArgument)
+				}
+			}
+			if qs := e.queues(); len(qs) != 0 {
+				e.Fatalf("Queues = %q, want none", qs)
+			}
+		}},
+		testCase{"LimitsBelowOne", func(e *env) {
+			e.add("default")
+			for _, limit := range []int{0, -1} {
+				_, err := e.b.Forward(e.ctx, "default", limit)
+				wantErrIs(e, fmt.Sprintf("Forward limit %d", limit), err, base.ErrInvalidArgument)
+				_, err = e.b.ExpiredLeases(e.ctx, "default", limit)
+				wantErrIs(e, fmt.Sprintf("ExpiredLeases limit %d", limit), err, base.ErrInvalidArgument)
+				_, err = e.b.DeleteExpiredCompleted(e.ctx, "default", limit)
+				wantErrIs(e, fmt.Sprintf("DeleteExpiredCompleted limit %d", limit), err, base.ErrInvalidArgument)
+			}
+		}},
+		testCase{"ExtendNonPositive", func(e *env) {
+			m := e.add("default")
+			l := e.fetchID("default", m.ID)
+			for _, d := range []time.Duration{0, -time.Second} {
+				_, err := e.b.ExtendLeases(e.ctx, "default", []broker.LeaseRef{l.Ref()}, d)
+				wantErrIs(e, fmt.Sprintf("ExtendLeases by %v", d), err, base.ErrInvalidArgument)
+			}
+			wantTime(e, "LeaseDeadline", e.wantState("default", m.ID, base.StateActive).LeaseDeadline, l.Deadline)
+		}},
+		testCase{"BadServerState", func(e *env) {
+			good := &base.ServerInfo{ID: "s1", Host: "h", PID: 1, Concurrency: 1, Started: e.now()}
+			err := e.b.WriteServerState(e.ctx, nil, time.Minute)
+			wantErrIs(e, "WriteServerState of nil", err, base.ErrInvalidArgument)
+			err = e.b.WriteServerState(e.ctx, &base.ServerInfo{Host: "h"}, time.Minute)
+			wantErrIs(e, "WriteServerState without an ID", err, base.ErrInvalidArgument)
+			err = e.b.WriteServerState(e.ctx, good, 0)
+			wantErrIs(e, "WriteServerState with ttl 0", err, base.ErrInvalidArgument)
+			wantNoErr(e, "WriteServerState", e.b.WriteServerState(e.ctx, good, time.Minute))
 		}},
 	)
 	return cases
