@@ -1,5 +1,3 @@
-//go:build htq
-
 package main
 
 import (
