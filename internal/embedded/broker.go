@@ -1,0 +1,417 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
+)
+
+var _ broker.Broker = (*Broker)(nil)
+
+// DataFileName is the bbolt file inside a data directory.
+const DataFileName = "htq.db"
+
+// Broker is the embedded backend: every queue in one process's memory,
+// backed by a bbolt file (Open) or by nothing (OpenMemory).
+//
+// All state lives under mu. Operations change memory and add the records
+// they changed to buf; the committer goroutine writes buf to the file (see
+// the package doc).
+type Broker struct {
+	clock clockwork.Clock
+	log   *slog.Logger
+	dir   string     // data directory; "" in memory
+	lock  *dirLock   // nil in memory
+	store *boltStore // nil in memory
+
+	mu      sync.Mutex
+	work    *sync.Cond // signalled when buf gains changes or the broker closes
+	queues  map[string]*queue
+	nextSeq uint64
+	buf     *batch // changes not yet handed to the committer
+	// inflight is the ticket of the batch being written, nil when none.
+	inflight *ticket
+	closed  bool
+	// broken is set when a write failed and memory could not be rebuilt
+	// from the file; every operation then fails with it.
+	broken  error
+	subs    map[*subscriber]struct{}
+	servers map[string]serverEntry
+
+	committerDone chan struct{}
+}
+
+type serverEntry struct {
+	info    *base.ServerInfo
+	expires time.Time
+}
+
+// Open opens the data directory dir, creating it (mode 0700) when missing,
+// and takes its lock: while this Broker is open, another Open of dir, from
+// this process or another, fails with an error wrapping ErrLocked that names
+// the PID holding it. The tasks are read from dir/htq.db; tasks found active
+// are orphans of a process that died, so their leases are expired at once
+// and the Recoverer retries or archives them on its first pass. A file that
+// cannot be read fails with an error wrapping ErrCorrupt that names it.
+func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("htq: open %s: %w", dir, err)
+	}
+	if dir == "" {
+		return nil, fmt.Errorf("%w: empty data directory path", base.ErrInvalidArgument)
+	}
+	opts = opts.withDefaults()
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s is a file; file:PATH names a directory that holds %s", base.ErrInvalidArgument, dir, DataFileName)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("htq: creating data directory: %w", err)
+	}
+	lock, err := lockDir(dir, opts.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	store, err := openBolt(filepath.Join(dir, DataFileName), opts.LockTimeout)
+	if err != nil {
+		_ = lock.release()
+		return nil, err
+	}
+	b := newBroker(opts)
+	b.dir, b.lock, b.store = dir, lock, store
+	if err := b.load(); err != nil {
+		_ = store.close()
+		_ = lock.release()
+		return nil, err
+	}
+	n, orphans := b.expireOrphans()
+	b.log.Info("htq: opened data directory", "dir", dir, "tasks", n, "orphaned_active", orphans, "took", time.Since(start).Round(time.Millisecond))
+	go b.commitLoop()
+	return b, nil
+}
+
+// OpenMemory returns a Broker that keeps everything in memory and loses it at
+// Close: the "mem:" backend, for tests and examples. It behaves like Open's
+// in every other way.
+func OpenMemory(opts Options) (*Broker, error) {
+	b := newBroker(opts.withDefaults())
+	close(b.committerDone)
+	return b, nil
+}
+
+func newBroker(opts Options) *Broker {
+	b := &Broker{
+		clock:         opts.Clock,
+		log:           opts.Logger,
+		queues:        make(map[string]*queue),
+		nextSeq:       1,
+		buf:           newBatch(),
+		subs:          make(map[*subscriber]struct{}),
+		servers:       make(map[string]serverEntry),
+		committerDone: make(chan struct{}),
+	}
+	b.work = sync.NewCond(&b.mu)
+	return b
+}
+
+// Dir returns the data directory, or "" for an in-memory Broker.
+func (b *Broker) Dir() string { return b.dir }
+
+// load rebuilds every in-memory index from the file. The caller holds b.mu
+// or has the Broker to itself.
+func (b *Broker) load() error {
+	queues := make(map[string]*queue)
+	getQueue := func(name string) *queue {
+		q := queues[name]
+		if q == nil {
+			q = newQueue(name)
+			queues[name] = q
+		}
+		return q
+	}
+	var pending []*task
+	var maxSeq uint64
+	err := b.store.load(func(seq uint64, rec []byte) error {
+		t, err := decodeTask(seq, rec)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrCorrupt, b.store.file, err)
+		}
+		q := getQueue(t.msg.Queue)
+		t.msg.Queue = q.name // share one string per queue
+		if q.tasks[t.msg.ID] != nil {
+			return fmt.Errorf("%w: %s: task %q of queue %q stored twice", ErrCorrupt, b.store.file, t.msg.ID, q.name)
+		}
+		q.tasks[t.msg.ID] = t
+		switch t.state {
+		case base.StatePending:
+			pending = append(pending, t)
+		case base.StateAggregating:
+			q.index(t)
+		default:
+			h := q.heapOf(t.state)
+			t.heapIdx = len(h.items)
+			h.items = append(h.items, t)
+		}
+		if !t.uniqueUntil.IsZero() {
+			if old := q.unique[t.msg.UniqueKey]; old == nil || old.uniqueUntil.Before(t.uniqueUntil) {
+				q.unique[t.msg.UniqueKey] = t
+			}
+		}
+		maxSeq = max(maxSeq, seq)
+		return nil
+	}, func(name string, flags byte) error {
+		getQueue(name).paused = flags&flagPaused != 0
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sort.Slice(pending, func(i, j int) bool {
+		if pending[i].order != pending[j].order {
+			return pending[i].order < pending[j].order
+		}
+		return pending[i].seq < pending[j].seq
+	})
+	for _, t := range pending {
+		queues[t.msg.Queue].pending.appendLoaded(t)
+	}
+	for _, q := range queues {
+		for _, h := range []*taskHeap{q.active, q.scheduled, q.retry, q.archived, q.completed} {
+			h.init()
+		}
+	}
+	b.queues = queues
+	b.nextSeq = maxSeq + 1
+	return nil
+}
+
+// expireOrphans ends the leases of the tasks found active at open: the
+// process that held them is gone (it held the directory lock that this one
+// now has). Their deadline becomes now, so ExpiredLeases lists them at once.
+func (b *Broker) expireOrphans() (tasks, orphans int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	for _, q := range b.queues {
+		tasks += len(q.tasks)
+		for _, t := range slices.Clone(q.active.items) {
+			orphans++
+			if t.leaseDeadline.After(now) {
+				t.leaseDeadline = now
+				q.active.fix(t)
+				b.putTask(t)
+			}
+		}
+	}
+	return tasks, orphans
+}
+
+// commitLoop is the committer: it writes each batch of changes as one
+// transaction, so that every operation waiting on that batch shares one
+// sync, then tells them how it went. It runs until Close.
+func (b *Broker) commitLoop() {
+	defer close(b.committerDone)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		for b.buf.empty() && !b.closed {
+			b.work.Wait()
+		}
+		if b.buf.empty() {
+			return
+		}
+		cur := b.buf
+		b.buf = newBatch()
+		b.inflight = cur.done
+		b.mu.Unlock()
+		err := b.store.commit(cur)
+		b.mu.Lock()
+		b.inflight = nil
+		if err != nil {
+			err = fmt.Errorf("htq: writing %s: %w", b.store.file, err)
+			b.writeFailed(err)
+		}
+		cur.done.err = err
+		close(cur.done.done)
+	}
+}
+
+// writeFailed restores memory to what the file holds after a failed commit,
+// so that nothing the file does not have is ever reported as stored. The
+// operations of the failed batch and of the batch gathered meanwhile (which
+// built on it) all fail with err. The caller holds b.mu.
+func (b *Broker) writeFailed(err error) {
+	b.log.Error("htq: write to data file failed; reloading state from the file", "err", err)
+	next := b.buf
+	b.buf = newBatch()
+	next.done.err = err
+	close(next.done.done)
+	if lerr := b.load(); lerr != nil {
+		b.broken = fmt.Errorf("htq: state could not be reloaded after a failed write (%v): %w", err, lerr)
+		b.log.Error("htq: broker unusable until reopened", "err", b.broken)
+	}
+	b.emit(broker.EventResync, "")
+}
+
+// begin locks b for an operation. On error b is not locked.
+func (b *Broker) begin() error {
+	b.mu.Lock()
+	switch {
+	case b.closed:
+		b.mu.Unlock()
+		return fmt.Errorf("htq: embedded broker: %w", base.ErrStorageClosed)
+	case b.broken != nil:
+		err := b.broken
+		b.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// now reads the storage clock.
+func (b *Broker) now() time.Time { return normTime(b.clock.Now()) }
+
+// putTask records that t changed. The caller holds b.mu.
+func (b *Broker) putTask(t *task) {
+	if b.store == nil {
+		return
+	}
+	b.buf.tasks[t.seq] = encodeTask(t)
+	b.work.Signal()
+}
+
+// delTask records that t was deleted. The caller holds b.mu.
+func (b *Broker) delTask(t *task) {
+	if b.store == nil {
+		return
+	}
+	b.buf.tasks[t.seq] = nil
+	b.work.Signal()
+}
+
+// registerQueue returns the queue called name, creating and recording it
+// when new. The caller holds b.mu.
+func (b *Broker) registerQueue(name string) *queue {
+	q := b.queues[name]
+	if q != nil {
+		return q
+	}
+	q = newQueue(name)
+	b.queues[name] = q
+	if b.store != nil {
+		b.buf.queues[name] = 0
+		b.work.Signal()
+	}
+	return q
+}
+
+// count adds one to a counter of queue. The caller holds b.mu.
+func (b *Broker) count(queue string, kind byte, now time.Time) {
+	if b.store == nil {
+		return
+	}
+	day := uint64(now.UnixMilli() / 86_400_000)
+	b.buf.stats[statKey{queue, kind, day}]++
+	b.buf.stats[statKey{queue, kind, allTime}]++
+	b.work.Signal()
+}
+
+// durable returns the ticket of the batch holding the changes made so far,
+// or nil when there is nothing to wait for. The caller holds b.mu.
+func (b *Broker) durable() *ticket {
+	if b.store == nil || b.buf.empty() {
+		return nil
+	}
+	return b.buf.done
+}
+
+// wait blocks until the batch of t is on disk. If ctx ends first the change
+// may or may not be stored, as with a network timeout on a remote store.
+func wait(ctx context.Context, t *ticket) error {
+	if t == nil {
+		return nil
+	}
+	select {
+	case <-t.done:
+		return t.err
+	case <-ctx.Done():
+		return fmt.Errorf("htq: waiting for the write to reach disk: %w", ctx.Err())
+	}
+}
+
+// Sync waits until every change made so far is on disk.
+func (b *Broker) Sync(ctx context.Context) error {
+	if err := b.begin(); err != nil {
+		return err
+	}
+	t := b.durable()
+	b.mu.Unlock()
+	return wait(ctx, t)
+}
+
+// Ping checks that the broker is open and usable.
+func (b *Broker) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := b.begin(); err != nil {
+		return err
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+// Now returns the storage clock's time.
+func (b *Broker) Now(ctx context.Context) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	if err := b.begin(); err != nil {
+		return time.Time{}, err
+	}
+	defer b.mu.Unlock()
+	return b.now(), nil
+}
+
+// Close writes the changes still in memory, closes the file and releases the
+// directory lock. Subscriptions end. Calls after Close fail with
+// base.ErrStorageClosed; a second Close does too.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("htq: embedded broker: %w", base.ErrStorageClosed)
+	}
+	b.closed = true
+	for s := range b.subs {
+		s.stop()
+		b.dropSub(s)
+	}
+	b.work.Broadcast()
+	b.mu.Unlock()
+	<-b.committerDone
+	var errs []error
+	if b.store != nil {
+		if err := b.store.close(); err != nil {
+			errs = append(errs, fmt.Errorf("htq: closing %s: %w", b.store.file, err))
+		}
+	}
+	if b.lock != nil {
+		if err := b.lock.release(); err != nil {
+			errs = append(errs, fmt.Errorf("htq: releasing lock of %s: %w", b.dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}

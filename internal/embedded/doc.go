@@ -1,0 +1,21 @@
+// Package embedded is htq's on-disk backend (storage URL "file:PATH") and its
+// in-memory twin ("mem:"): the broker.Broker a single process uses when it
+// needs nothing installed.
+//
+// How it works, in one paragraph: every task is one record in a bbolt file
+// (PATH/htq.db), keyed by a sequence number and holding the message and all
+// of its state. At open the records are read once and the indexes a queue
+// needs (the pending list, the lease, due-time and retention heaps, the
+// uniqueness locks) are rebuilt in memory; from then on every operation runs
+// against memory under one mutex and appends the records it changed to a
+// write batch. One committer goroutine writes each batch as one bbolt
+// transaction (one fsync pair), so every operation waiting at that moment
+// shares it: that is the group commit. Operations whose loss in a crash is
+// harmless (a fetch, a lease extension) do not wait for their batch to reach
+// the disk; operations whose loss would lose or resurrect work (an enqueue, a
+// completion, a deletion) return only once it has. Batches are written in
+// order, so a durable operation makes every earlier one durable too.
+//
+// The reasons for this design and the figures that chose bbolt are in
+// docs/adr/0002-embedded-store.md.
+package embedded

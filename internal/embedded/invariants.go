@@ -1,0 +1,161 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/htqueue/htq/internal/base"
+)
+
+// CheckInvariants verifies that the broker's state is whole: every task is
+// in exactly the index of its state, an active task has a lease and only an
+// active task has one, every index entry belongs to a task of its queue,
+// uniqueness locks belong to the tasks that hold them, and (for a file
+// store) the file holds exactly the records memory describes. It waits for
+// pending writes first. The conformance suite calls it after each test.
+func (b *Broker) CheckInvariants(ctx context.Context) error {
+	for {
+		if err := b.begin(); err != nil {
+			return err
+		}
+		t := b.durable()
+		if t == nil {
+			t = b.inflight
+		}
+		if t == nil {
+			break // b.mu is held
+		}
+		b.mu.Unlock()
+		if err := wait(ctx, t); err != nil {
+			return err
+		}
+	}
+	defer b.mu.Unlock()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	seqs := make(map[uint64]*task)
+	for name, q := range b.queues {
+		if q.name != name {
+			bad("queue %q indexed as %q", q.name, name)
+		}
+		seen := 0
+		for id, t := range q.tasks {
+			if t.msg.ID != id || t.msg.Queue != name {
+				bad("task %q/%q indexed as %q/%q", t.msg.Queue, t.msg.ID, name, id)
+			}
+			if other := seqs[t.seq]; other != nil {
+				bad("tasks %q and %q share record %d", other.msg.ID, id, t.seq)
+			}
+			seqs[t.seq] = t
+			if t.seq >= b.nextSeq {
+				bad("task %q has record %d beyond the next sequence number %d", id, t.seq, b.nextSeq)
+			}
+			if (t.state == base.StateActive) != (t.token != "") || (t.state == base.StateActive) == t.leaseDeadline.IsZero() {
+				bad("task %q in state %v: token %q, lease deadline %v", id, t.state, t.token, t.leaseDeadline)
+			}
+			if (t.state == base.StateScheduled || t.state == base.StateRetry) == t.due.IsZero() {
+				bad("task %q in state %v has due time %v", id, t.state, t.due)
+			}
+			switch t.state {
+			case base.StatePending:
+				// checked by the list walk below
+			case base.StateAggregating:
+				if q.groups[t.msg.GroupKey][id] != t {
+					bad("aggregating task %q missing from group %q", id, t.msg.GroupKey)
+				}
+			case base.StateActive, base.StateScheduled, base.StateRetry, base.StateArchived, base.StateCompleted:
+				h := q.heapOf(t.state)
+				if t.heapIdx < 0 || t.heapIdx >= len(h.items) || h.items[t.heapIdx] != t {
+					bad("task %q in state %v missing from its index", id, t.state)
+				}
+			default:
+				bad("task %q has unknown state %d", id, t.state)
+			}
+			if !t.uniqueUntil.IsZero() && t.msg.UniqueKey == "" {
+				bad("task %q holds a uniqueness lock without a key", id)
+			}
+		}
+		// The pending list: linked both ways, ordered, all pending tasks.
+		var prev *task
+		for t := q.pending.head; t != nil; t = t.next {
+			seen++
+			if t.prev != prev {
+				bad("pending list of %q broken at %q", name, t.msg.ID)
+				break
+			}
+			if q.tasks[t.msg.ID] != t || t.state != base.StatePending {
+				bad("pending list of %q holds %q in state %v", name, t.msg.ID, t.state)
+			}
+			if prev != nil && prev.order >= t.order {
+				bad("pending list of %q out of order at %q", name, t.msg.ID)
+			}
+			if t.order < q.pending.front || t.order > q.pending.back {
+				bad("pending task %q has order %d outside [%d, %d]", t.msg.ID, t.order, q.pending.front, q.pending.back)
+			}
+			if seen > len(q.tasks) {
+				bad("pending list of %q has a cycle", name)
+				break
+			}
+			prev = t
+		}
+		if q.pending.tail != prev || q.pending.n != seen {
+			bad("pending list of %q: tail or length (%d, walked %d) wrong", name, q.pending.n, seen)
+		}
+		for state, h := range map[base.TaskState]*taskHeap{base.StateActive: q.active, base.StateScheduled: q.scheduled,
+			base.StateRetry: q.retry, base.StateArchived: q.archived, base.StateCompleted: q.completed} {
+			for i, t := range h.items {
+				seen++
+				if t.state != state || t.heapIdx != i || q.tasks[t.msg.ID] != t {
+					bad("%v index of %q holds %q (state %v, position %d/%d)", state, name, t.msg.ID, t.state, t.heapIdx, i)
+				}
+				if i > 0 && h.Less(i, (i-1)/2) {
+					bad("%v index of %q is not a heap at %d", state, name, i)
+				}
+			}
+		}
+		for g, members := range q.groups {
+			if len(members) == 0 {
+				bad("group %q of %q is empty", g, name)
+			}
+			for id, t := range members {
+				seen++
+				if q.tasks[id] != t || t.state != base.StateAggregating || t.msg.GroupKey != g {
+					bad("group %q of %q holds %q wrongly", g, name, id)
+				}
+			}
+		}
+		if seen != len(q.tasks) {
+			bad("queue %q has %d tasks but %d index entries", name, len(q.tasks), seen)
+		}
+		for key, t := range q.unique {
+			if q.tasks[t.msg.ID] != t || t.msg.UniqueKey != key || t.uniqueUntil.IsZero() {
+				bad("uniqueness lock %q of %q held by %q wrongly", key, name, t.msg.ID)
+			}
+		}
+	}
+	if b.store != nil && len(errs) == 0 {
+		recs, err := b.store.records()
+		if err != nil {
+			return err
+		}
+		for seq, t := range seqs {
+			rec, ok := recs[seq]
+			switch {
+			case !ok:
+				bad("task %q of %q (record %d) is not in the file", t.msg.ID, t.msg.Queue, seq)
+			case !bytes.Equal(rec, encodeTask(t)):
+				bad("task %q of %q (record %d) differs in the file", t.msg.ID, t.msg.Queue, seq)
+			}
+			delete(recs, seq)
+		}
+		for seq := range recs {
+			bad("record %d is in the file but no task in memory", seq)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("htq: embedded broker invariants broken: %w", errors.Join(errs...))
+	}
+	return nil
+}

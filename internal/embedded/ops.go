@@ -1,0 +1,715 @@
+package embedded
+
+import (
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
+)
+
+// Archive trimming, as on Redis: each archive keeps at most the newest
+// maxArchived tasks of the queue and none older than archiveMaxAge.
+const (
+	maxArchived   = 10_000
+	archiveMaxAge = 90 * 24 * time.Hour
+)
+
+// Which changes wait for the disk (see the ADR, "What is synced"):
+//
+//	synced (the call returns after its batch is on disk):
+//	  Enqueue, EnqueueBatch, Complete, Retry, Archive, Requeue, DeleteTask
+//	not waited for (written with the next batch; a crash undoes them):
+//	  Fetch, ExtendLeases, WriteResult, Forward, DeleteExpiredCompleted,
+//	  the lease expiry at open
+//
+// Batches reach the disk in order, so whatever a synced call returns after
+// includes every change made before it.
+
+// Enqueue stores a new task and returns once it is on disk.
+func (b *Broker) Enqueue(ctx context.Context, p broker.EnqueueParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	msg, err := checkEnqueue(p)
+	if err != nil {
+		return err
+	}
+	if err := b.begin(); err != nil {
+		return err
+	}
+	err = b.enqueue(msg, p.ProcessAt, b.now())
+	t := b.durable()
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return wait(ctx, t)
+}
+
+// EnqueueBatch stores each task on its own terms, all of them in one write.
+func (b *Broker) EnqueueBatch(ctx context.Context, ps []broker.EnqueueParams) []error {
+	errs := make([]error, len(ps))
+	if err := ctx.Err(); err != nil {
+		fill(errs, err)
+		return errs
+	}
+	msgs := make([]*base.TaskMessage, len(ps))
+	for i, p := range ps {
+		msgs[i], errs[i] = checkEnqueue(p)
+	}
+	if err := b.begin(); err != nil {
+		fill(errs, err)
+		return errs
+	}
+	now := b.now()
+	for i, p := range ps {
+		if errs[i] == nil {
+			errs[i] = b.enqueue(msgs[i], p.ProcessAt, now)
+		}
+	}
+	t := b.durable()
+	b.mu.Unlock()
+	if err := wait(ctx, t); err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
+	return errs
+}
+
+func fill(errs []error, err error) {
+	for i := range errs {
+		errs[i] = err
+	}
+}
+
+// checkEnqueue validates p and returns the message to store: a copy the
+// caller cannot change afterwards.
+func checkEnqueue(p broker.EnqueueParams) (*base.TaskMessage, error) {
+	if p.Msg == nil {
+		return nil, fmt.Errorf("%w: enqueue: no task message", base.ErrInvalidArgument)
+	}
+	if err := p.Msg.Validate(); err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	m := cloneMsg(p.Msg)
+	m.Deadline = normTime(m.Deadline)
+	m.LastFailedAt = normTime(m.LastFailedAt)
+	return m, nil
+}
+
+// enqueue stores msg. The caller holds b.mu.
+func (b *Broker) enqueue(msg *base.TaskMessage, processAt time.Time, now time.Time) error {
+	q := b.queues[msg.Queue]
+	if q != nil {
+		if q.tasks[msg.ID] != nil {
+			return fmt.Errorf("%w: task %q in queue %q", base.ErrTaskIDConflict, msg.ID, msg.Queue)
+		}
+		if msg.UniqueKey != "" && q.lockHolder(msg.UniqueKey, now) != nil {
+			return fmt.Errorf("%w: uniqueness key %q of queue %q is locked", base.ErrDuplicateTask, msg.UniqueKey, msg.Queue)
+		}
+	}
+	q = b.registerQueue(msg.Queue)
+	msg.Queue = q.name
+	t := &task{seq: b.nextSeq, msg: msg, heapIdx: -1, enqueuedAt: now}
+	b.nextSeq++
+	if msg.UniqueKey != "" {
+		if old := q.unique[msg.UniqueKey]; old != nil {
+			// Its lock has expired: it no longer holds it.
+			old.uniqueUntil = time.Time{}
+			b.putTask(old)
+		}
+		t.uniqueUntil = now.Add(msg.UniqueTTL)
+		q.unique[msg.UniqueKey] = t
+	}
+	before := q.pending.n
+	switch {
+	case msg.GroupKey != "":
+		t.state = base.StateAggregating
+	case processAt.After(now):
+		t.state = base.StateScheduled
+		t.due = normTime(processAt)
+	default:
+		t.state = base.StatePending
+	}
+	q.tasks[msg.ID] = t
+	q.index(t)
+	b.putTask(t)
+	switch t.state {
+	case base.StatePending:
+		b.readyIfFirst(q, before)
+	case base.StateScheduled:
+		b.emitScheduled(q, t)
+	}
+	return nil
+}
+
+// Fetch leases up to p.Max pending tasks, oldest first. It does not wait for
+// the disk: if the process dies before the batch is written, the tasks are
+// pending again on the next open, which is what recovery would make of them.
+func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := base.ValidateQueueName(p.Queue); err != nil {
+		return nil, fmt.Errorf("fetch: %w", err)
+	}
+	if p.Max < 1 {
+		return nil, fmt.Errorf("%w: fetch: Max %d is less than 1", base.ErrInvalidArgument, p.Max)
+	}
+	if p.LeaseDuration <= 0 {
+		return nil, fmt.Errorf("%w: fetch: LeaseDuration %v is not positive", base.ErrInvalidArgument, p.LeaseDuration)
+	}
+	if err := b.begin(); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	q := b.queues[p.Queue]
+	if q == nil || q.paused {
+		return nil, nil
+	}
+	now := b.now()
+	var out []*broker.Lease
+	for len(out) < p.Max && q.pending.head != nil {
+		t := q.pending.head
+		q.pending.remove(t)
+		t.state = base.StateActive
+		t.token = newToken()
+		t.leaseDeadline = now.Add(p.LeaseDuration)
+		t.serverID = p.ServerID
+		heap.Push(q.active, t)
+		b.putTask(t)
+		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.leaseDeadline})
+	}
+	return out, nil
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// held returns the active task that l's token holds, or an error wrapping
+// base.ErrLeaseLost. The caller holds b.mu.
+func (b *Broker) held(l broker.LeaseRef) (*queue, *task, error) {
+	q := b.queues[l.Queue]
+	if q != nil {
+		if t := q.tasks[l.ID]; t != nil && t.state == base.StateActive && t.token == l.Token && l.Token != "" {
+			return q, t, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("%w: task %q of queue %q", base.ErrLeaseLost, l.ID, l.Queue)
+}
+
+// endLease takes an active task out of the active heap and clears its
+// lease. The caller holds b.mu.
+func endLease(q *queue, t *task) {
+	q.unindex(t)
+	t.token, t.leaseDeadline, t.serverID = "", time.Time{}, ""
+}
+
+// removeTask deletes t for good, releasing its uniqueness lock. The caller
+// holds b.mu and has taken t out of its state's index.
+func (b *Broker) removeTask(q *queue, t *task) {
+	q.releaseLock(t)
+	delete(q.tasks, t.msg.ID)
+	b.delTask(t)
+}
+
+// Complete finishes succeeded tasks and returns once that is on disk.
+func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error {
+	errs := make([]error, len(leases))
+	if err := ctx.Err(); err != nil {
+		fill(errs, err)
+		return errs
+	}
+	if err := b.begin(); err != nil {
+		fill(errs, err)
+		return errs
+	}
+	now := b.now()
+	for i, l := range leases {
+		q, t, err := b.held(l)
+		if err != nil {
+			errs[i] = fmt.Errorf("complete: %w", err)
+			continue
+		}
+		endLease(q, t)
+		q.releaseLock(t)
+		b.count(q.name, statProcessed, now)
+		if t.msg.Retention <= 0 {
+			b.removeTask(q, t)
+			continue
+		}
+		t.state = base.StateCompleted
+		t.completedAt = now
+		t.expireAt = now.Add(t.msg.Retention)
+		q.index(t)
+		b.putTask(t)
+	}
+	tk := b.durable()
+	b.mu.Unlock()
+	if err := wait(ctx, tk); err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
+	return errs
+}
+
+// checkExpired enforces RequireExpired. The caller holds b.mu.
+func checkExpired(t *task, require bool, now time.Time) error {
+	if require && t.leaseDeadline.After(now) {
+		return fmt.Errorf("%w: task %q of queue %q: the lease has not expired", base.ErrLeaseLost, t.msg.ID, t.msg.Queue)
+	}
+	return nil
+}
+
+// Retry moves an active task to retry and returns once that is on disk.
+// Retried grows only when the attempt counts as a failure (p.IsFailure).
+func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.Delay < 0 {
+		return fmt.Errorf("%w: retry: Delay %v is negative", base.ErrInvalidArgument, p.Delay)
+	}
+	if err := b.begin(); err != nil {
+		return err
+	}
+	now := b.now()
+	q, t, err := b.held(p.Lease)
+	if err == nil {
+		err = checkExpired(t, p.RequireExpired, now)
+	}
+	if err != nil {
+		b.mu.Unlock()
+		return fmt.Errorf("retry: %w", err)
+	}
+	endLease(q, t)
+	if p.IsFailure {
+		t.msg.Retried++
+	}
+	t.msg.LastErr = p.ErrMsg
+	t.msg.LastFailedAt = now
+	t.state = base.StateRetry
+	t.due = now.Add(p.Delay)
+	q.index(t)
+	b.putTask(t)
+	b.count(q.name, statProcessed, now)
+	if p.IsFailure {
+		b.count(q.name, statFailed, now)
+	}
+	b.emitScheduled(q, t)
+	tk := b.durable()
+	b.mu.Unlock()
+	return wait(ctx, tk)
+}
+
+// Archive moves an active task to archived and returns once that is on disk.
+func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := b.begin(); err != nil {
+		return err
+	}
+	now := b.now()
+	q, t, err := b.held(p.Lease)
+	if err == nil {
+		err = checkExpired(t, p.RequireExpired, now)
+	}
+	if err != nil {
+		b.mu.Unlock()
+		return fmt.Errorf("archive: %w", err)
+	}
+	endLease(q, t)
+	t.msg.LastErr = p.ErrMsg
+	t.msg.LastFailedAt = now
+	t.state = base.StateArchived
+	t.archivedAt = now
+	q.index(t)
+	b.putTask(t)
+	b.count(q.name, statProcessed, now)
+	b.count(q.name, statFailed, now)
+	b.trimArchived(q, now)
+	tk := b.durable()
+	b.mu.Unlock()
+	return wait(ctx, tk)
+}
+
+// trimArchived deletes the oldest archived tasks of q beyond maxArchived and
+// those older than archiveMaxAge. The caller holds b.mu.
+func (b *Broker) trimArchived(q *queue, now time.Time) {
+	cutoff := now.Add(-archiveMaxAge)
+	for {
+		t := q.archived.peek()
+		if t == nil || q.archived.Len() <= maxArchived && !t.archivedAt.Before(cutoff) {
+			return
+		}
+		heap.Pop(q.archived)
+		b.removeTask(q, t)
+	}
+}
+
+// Requeue puts an active task back at the head of its queue's pending list
+// and returns once that is on disk.
+func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := b.begin(); err != nil {
+		return err
+	}
+	q, t, err := b.held(l)
+	if err != nil {
+		b.mu.Unlock()
+		return fmt.Errorf("requeue: %w", err)
+	}
+	endLease(q, t)
+	before := q.pending.n
+	t.state = base.StatePending
+	q.pending.pushFront(t)
+	b.putTask(t)
+	b.readyIfFirst(q, before)
+	tk := b.durable()
+	b.mu.Unlock()
+	return wait(ctx, tk)
+}
+
+// ExtendLeases renews the leases still held. It does not wait for the disk:
+// after a crash every lease is expired at open anyway.
+func (b *Broker) ExtendLeases(ctx context.Context, queue string, leases []broker.LeaseRef, d time.Duration) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := base.ValidateQueueName(queue); err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	if d <= 0 {
+		return nil, fmt.Errorf("%w: extend leases: duration %v is not positive", base.ErrInvalidArgument, d)
+	}
+	if err := b.begin(); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	now := b.now()
+	var lost []string
+	for _, l := range leases {
+		l.Queue = queue
+		q, t, err := b.held(l)
+		if err != nil || !now.Before(t.leaseDeadline) {
+			// An expired lease stays expired: the Recoverer owns it.
+			lost = append(lost, l.ID)
+			continue
+		}
+		t.leaseDeadline = now.Add(d)
+		q.active.fix(t)
+		b.putTask(t)
+	}
+	return lost, nil
+}
+
+// ExpiredLeases lists active tasks of queue whose lease has run out.
+func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]*broker.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := base.ValidateQueueName(queue); err != nil {
+		return nil, fmt.Errorf("expired leases: %w", err)
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: expired leases: limit %d is less than 1", base.ErrInvalidArgument, limit)
+	}
+	if err := b.begin(); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	q := b.queues[queue]
+	if q == nil {
+		return nil, nil
+	}
+	now := b.now()
+	var out []*broker.Lease
+	q.active.ascending(func(t *task) bool {
+		if t.leaseDeadline.After(now) {
+			return false
+		}
+		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.leaseDeadline})
+		return len(out) < limit
+	})
+	return out, nil
+}
+
+// WriteResult stores the result of an active task. It does not wait for the
+// disk: the result matters once Complete (which does wait) has stored it.
+func (b *Broker) WriteResult(ctx context.Context, l broker.LeaseRef, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := b.begin(); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	_, t, err := b.held(l)
+	if err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	t.result = append([]byte{}, data...)
+	b.putTask(t)
+	return nil
+}
+
+// Forward makes due scheduled and retry tasks pending. It does not wait for
+// the disk: a crash leaves them scheduled and due, to be forwarded again.
+func (b *Broker) Forward(ctx context.Context, queue string, limit int) (broker.ForwardResult, error) {
+	var res broker.ForwardResult
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if err := base.ValidateQueueName(queue); err != nil {
+		return res, fmt.Errorf("forward: %w", err)
+	}
+	if limit < 1 {
+		return res, fmt.Errorf("%w: forward: limit %d is less than 1", base.ErrInvalidArgument, limit)
+	}
+	if err := b.begin(); err != nil {
+		return res, err
+	}
+	defer b.mu.Unlock()
+	q := b.queues[queue]
+	if q == nil {
+		return res, nil
+	}
+	now := b.now()
+	before := q.pending.n
+	for {
+		t := q.nextDue()
+		if t == nil {
+			break
+		}
+		if t.due.After(now) {
+			res.HasNext, res.NextIn = true, t.due.Sub(now)
+			break
+		}
+		if res.Moved == limit {
+			res.HasNext, res.NextIn = true, 0
+			break
+		}
+		q.unindex(t)
+		t.state = base.StatePending
+		t.due = time.Time{}
+		q.pending.pushBack(t)
+		b.putTask(t)
+		res.Moved++
+	}
+	b.readyIfFirst(q, before)
+	return res, nil
+}
+
+// DeleteExpiredCompleted deletes completed tasks past their retention. It
+// does not wait for the disk: a crash leaves them to be deleted again.
+func (b *Broker) DeleteExpiredCompleted(ctx context.Context, queue string, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := base.ValidateQueueName(queue); err != nil {
+		return 0, fmt.Errorf("delete expired completed: %w", err)
+	}
+	if limit < 1 {
+		return 0, fmt.Errorf("%w: delete expired completed: limit %d is less than 1", base.ErrInvalidArgument, limit)
+	}
+	if err := b.begin(); err != nil {
+		return 0, err
+	}
+	defer b.mu.Unlock()
+	q := b.queues[queue]
+	if q == nil {
+		return 0, nil
+	}
+	now := b.now()
+	n := 0
+	for n < limit {
+		t := q.completed.peek()
+		if t == nil || t.expireAt.After(now) {
+			break
+		}
+		heap.Pop(q.completed)
+		b.removeTask(q, t)
+		n++
+	}
+	return n, nil
+}
+
+// GetTaskInfo returns a task's state and data.
+func (b *Broker) GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := base.ValidateQueueName(queue); err != nil {
+		return nil, fmt.Errorf("get task info: %w", err)
+	}
+	if err := b.begin(); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	t := b.find(queue, id)
+	if t == nil {
+		return nil, fmt.Errorf("%w: task %q in queue %q", base.ErrTaskNotFound, id, queue)
+	}
+	info := &base.TaskInfo{Message: cloneMsg(t.msg), State: t.state}
+	switch t.state {
+	case base.StatePending:
+		info.NextProcessAt = b.now()
+	case base.StateScheduled, base.StateRetry:
+		info.NextProcessAt = t.due
+	case base.StateActive:
+		info.LeaseDeadline = t.leaseDeadline
+	case base.StateCompleted:
+		info.CompletedAt = t.completedAt
+	}
+	if t.result != nil {
+		info.Result = slices.Clone(t.result)
+	}
+	return info, nil
+}
+
+// find returns the task or nil. The caller holds b.mu.
+func (b *Broker) find(queue, id string) *task {
+	if q := b.queues[queue]; q != nil {
+		return q.tasks[id]
+	}
+	return nil
+}
+
+// DeleteTask deletes a task that is not active and returns once that is on
+// disk.
+func (b *Broker) DeleteTask(ctx context.Context, queue, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := base.ValidateQueueName(queue); err != nil {
+		return fmt.Errorf("delete task: %w", err)
+	}
+	if err := b.begin(); err != nil {
+		return err
+	}
+	t := b.find(queue, id)
+	switch {
+	case t == nil:
+		b.mu.Unlock()
+		return fmt.Errorf("%w: task %q in queue %q", base.ErrTaskNotFound, id, queue)
+	case t.state == base.StateActive:
+		b.mu.Unlock()
+		return fmt.Errorf("%w: task %q in queue %q is active", base.ErrWrongState, id, queue)
+	}
+	q := b.queues[queue]
+	q.unindex(t)
+	b.removeTask(q, t)
+	tk := b.durable()
+	b.mu.Unlock()
+	return wait(ctx, tk)
+}
+
+// Queues lists every queue ever enqueued into, sorted.
+func (b *Broker) Queues(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := b.begin(); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	names := make([]string, 0, len(b.queues))
+	for name := range b.queues {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// WriteServerState records a server's presence for ttl. Presence lives in
+// memory only: a server cannot outlive the process that owns the store.
+func (b *Broker) WriteServerState(ctx context.Context, info *base.ServerInfo, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if info == nil || info.ID == "" {
+		return fmt.Errorf("%w: server state without an ID", base.ErrInvalidArgument)
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("%w: server state TTL %v is not positive", base.ErrInvalidArgument, ttl)
+	}
+	if err := b.begin(); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	b.servers[info.ID] = serverEntry{info: cloneServer(info), expires: b.now().Add(ttl)}
+	return nil
+}
+
+// ClearServerState removes a server's presence record.
+func (b *Broker) ClearServerState(ctx context.Context, serverID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := b.begin(); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	delete(b.servers, serverID)
+	return nil
+}
+
+// Servers lists the servers whose presence has not expired, by ID.
+func (b *Broker) Servers(ctx context.Context) ([]*base.ServerInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := b.begin(); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	now := b.now()
+	var out []*base.ServerInfo
+	for id, e := range b.servers {
+		if !e.expires.After(now) {
+			delete(b.servers, id)
+			continue
+		}
+		out = append(out, cloneServer(e.info))
+	}
+	slices.SortFunc(out, func(a, c *base.ServerInfo) int {
+		switch {
+		case a.ID < c.ID:
+			return -1
+		case a.ID > c.ID:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+func cloneServer(s *base.ServerInfo) *base.ServerInfo {
+	c := *s
+	if s.Queues != nil {
+		c.Queues = make(map[string]int, len(s.Queues))
+		for k, v := range s.Queues {
+			c.Queues[k] = v
+		}
+	}
+	c.ActiveTasks = slices.Clone(s.ActiveTasks)
+	return &c
+}

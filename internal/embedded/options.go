@@ -1,0 +1,31 @@
+package embedded
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Options configures a Broker. The zero value is ready to use.
+type Options struct {
+	// Clock is the storage clock: leases, due times and retention are read
+	// from it. Nil means real time.
+	Clock clockwork.Clock
+	// Logger receives the backend's few log lines (open, recovery, write
+	// failures). Nil means slog.Default().
+	Logger *slog.Logger
+	// LockTimeout is how long Open waits for another process to release
+	// the data directory before failing. 0 means do not wait.
+	LockTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}

@@ -1,0 +1,270 @@
+package embedded
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
+)
+
+// The tests in this file re-execute the test binary as a child process
+// (TestMain runs childMain when childEnv is set), so that a second process
+// can hold the lock or be killed with SIGKILL mid-write.
+const (
+	childEnv    = "HTQ_EMBEDDED_CHILD" // "hold" or "enqueue"
+	childDirEnv = "HTQ_EMBEDDED_DIR"
+)
+
+// childMain is the child process. "hold" opens the directory, says "ready"
+// and keeps it open until stdin closes. "enqueue" opens it and enqueues from
+// 16 goroutines while a worker fetches and completes, printing "ack ID" on
+// stdout after each Enqueue that returned nil, until it is killed.
+func childMain() int {
+	dir := os.Getenv(childDirEnv)
+	ctx := context.Background()
+	b, err := Open(ctx, dir, Options{Logger: discardLogger()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	switch os.Getenv(childEnv) {
+	case "hold":
+		fmt.Println("ready")
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		if err := b.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	case "enqueue":
+		var mu sync.Mutex
+		say := func(s string) {
+			mu.Lock()
+			defer mu.Unlock()
+			// One write per line: a line that reached the pipe is whole.
+			_, _ = os.Stdout.WriteString(s + "\n")
+		}
+		say("ready")
+		go func() {
+			for {
+				ls, err := b.Fetch(ctx, broker.FetchParams{Queue: "crash", Max: 8, LeaseDuration: time.Minute})
+				if err != nil {
+					return
+				}
+				refs := make([]broker.LeaseRef, len(ls))
+				for i, l := range ls {
+					refs[i] = l.Ref()
+				}
+				b.Complete(ctx, refs)
+			}
+		}()
+		pid := os.Getpid()
+		var wg sync.WaitGroup
+		for g := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; ; n++ {
+					id := fmt.Sprintf("%d-%d-%d", pid, g, n)
+					m := &base.TaskMessage{ID: id, Type: "crash:test", Payload: make([]byte, 100), Queue: "crash", Retention: time.Hour}
+					if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: m}); err != nil {
+						fmt.Fprintln(os.Stderr, err)
+						return
+					}
+					say("ack " + id)
+				}
+			}()
+		}
+		wg.Wait()
+		return 1
+	}
+	return 2
+}
+
+// child starts the test binary as a child process of the given mode on dir.
+func child(t *testing.T, mode, dir string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, childDirEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(stdout)
+	line, err := r.ReadString('\n')
+	if err != nil || line != "ready\n" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("child %s: got %q, %v; want ready", mode, line, err)
+	}
+	return cmd, stdin, r
+}
+
+// TestLockSecondProcess: while one process has the directory open, another
+// fails at once with an error naming the holder's PID; once it exits, the
+// directory opens again.
+func TestLockSecondProcess(t *testing.T) {
+	dir := t.TempDir()
+	cmd, stdin, _ := child(t, "hold", dir)
+	start := time.Now()
+	_, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
+	took := time.Since(start)
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("Open while another process holds %s: got %v, want ErrLocked", dir, err)
+	}
+	if want := fmt.Sprintf("already in use by PID %d", cmd.Process.Pid); !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
+	if took > time.Second {
+		t.Errorf("Open took %v to fail; want well under a second", took)
+	}
+	_ = stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	b, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
+	if err != nil {
+		t.Fatalf("Open after the holder exited: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLockKilledHolder: a holder killed with SIGKILL leaves no stale lock.
+func TestLockKilledHolder(t *testing.T) {
+	dir := t.TempDir()
+	cmd, _, _ := child(t, "hold", dir)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	b, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
+	if err != nil {
+		t.Fatalf("Open after the holder was killed: %v", err)
+	}
+	_ = b.Close()
+}
+
+// TestLockSameProcess: a second Open in the same process fails too.
+func TestLockSameProcess(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = Open(t.Context(), dir, Options{Logger: discardLogger()})
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "PID "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("second Open: got %v, want ErrLocked naming this PID", err)
+	}
+}
+
+// TestKill9Durability is issue 3's durability test: a child process enqueues
+// from 16 goroutines (and processes) under load, is killed with SIGKILL at a
+// random moment, and every task whose Enqueue had returned nil must be there
+// after reopening, with the file whole. HTQ_CRASH_ITERATIONS sets the number
+// of rounds (default 5; the reliability goal T8 is 100).
+func TestKill9Durability(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	rounds := 5
+	if s := os.Getenv("HTQ_CRASH_ITERATIONS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("HTQ_CRASH_ITERATIONS: %v", err)
+		}
+		rounds = n
+	}
+	dir := t.TempDir()
+	total := 0
+	for round := range rounds {
+		cmd, _, out := child(t, "enqueue", dir)
+		var acked []string
+		done := make(chan error, 1)
+		go func() {
+			for {
+				line, err := out.ReadString('\n')
+				if err != nil {
+					// A partial last line was never a whole ack.
+					done <- err
+					return
+				}
+				if id, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "ack "); ok {
+					acked = append(acked, id)
+				}
+			}
+		}()
+		time.Sleep(time.Duration(20+rand.IntN(400)) * time.Millisecond) // the random moment
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		_ = cmd.Wait()
+
+		b, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
+		if err != nil {
+			t.Fatalf("round %d: reopen after SIGKILL: %v", round, err)
+		}
+		if err := b.CheckInvariants(t.Context()); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		missing := 0
+		for _, id := range acked {
+			if _, err := b.GetTaskInfo(t.Context(), "crash", id); err != nil {
+				missing++
+				if missing <= 5 {
+					t.Errorf("round %d: acknowledged task %s: %v", round, id, err)
+				}
+			}
+		}
+		if missing > 0 {
+			t.Fatalf("round %d: %d of %d acknowledged tasks lost", round, missing, len(acked))
+		}
+		// No task is left active with a live lease: the orphans' leases
+		// ended at open, so the Recoverer takes them all at once.
+		ls, err := b.ExpiredLeases(t.Context(), "crash", 1_000_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.mu.Lock()
+		active := 0
+		if q := b.queues["crash"]; q != nil {
+			active = q.active.Len()
+		}
+		b.mu.Unlock()
+		if len(ls) != active {
+			t.Errorf("round %d: %d active tasks after reopen, only %d with an expired lease", round, active, len(ls))
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		total += len(acked)
+		t.Logf("round %d: %d acknowledged enqueues, all present", round, len(acked))
+	}
+	if total == 0 {
+		t.Fatal("no enqueue was acknowledged in any round")
+	}
+}

@@ -1,0 +1,222 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/htqueue/htq/internal/base"
+)
+
+// recordVersion is the first byte of every task record. A reader refuses a
+// version it does not know instead of guessing.
+const recordVersion = 1
+
+// encodeTask writes the persistent fields of t as one record:
+// the version byte, then every field in a fixed order as uvarints, varints,
+// length-prefixed strings and times (see putTime).
+func encodeTask(t *task) []byte {
+	m := t.msg
+	n := 64 + len(m.ID) + len(m.Type) + len(m.Payload) + len(m.Queue) + len(m.UniqueKey) +
+		len(m.GroupKey) + len(m.LastErr) + len(t.token) + len(t.serverID) + len(t.result)
+	e := encoder{b: make([]byte, 0, n+12*10)}
+	e.b = append(e.b, recordVersion)
+	e.uvarint(uint64(t.state))
+	e.str(m.Queue)
+	e.str(m.ID)
+	e.str(m.Type)
+	e.bytes(m.Payload)
+	e.varint(int64(m.MaxRetry))
+	e.varint(int64(m.Retried))
+	e.varint(int64(m.Timeout))
+	e.time(m.Deadline)
+	e.str(m.UniqueKey)
+	e.varint(int64(m.UniqueTTL))
+	e.varint(int64(m.Retention))
+	e.str(m.GroupKey)
+	e.str(m.LastErr)
+	e.time(m.LastFailedAt)
+	e.varint(t.order)
+	e.time(t.due)
+	e.str(t.token)
+	e.time(t.leaseDeadline)
+	e.str(t.serverID)
+	e.time(t.completedAt)
+	e.time(t.expireAt)
+	e.bytes(t.result)
+	e.time(t.archivedAt)
+	e.time(t.uniqueUntil)
+	e.time(t.enqueuedAt)
+	return e.b
+}
+
+// errBadRecord marks a record that cannot be decoded.
+var errBadRecord = errors.New("bad task record")
+
+// decodeTask reads a record written by encodeTask. The result shares no
+// memory with b (bbolt's memory is only valid inside its transaction).
+func decodeTask(seq uint64, b []byte) (*task, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w %d: empty", errBadRecord, seq)
+	}
+	if b[0] != recordVersion {
+		return nil, fmt.Errorf("%w %d: version %d, this htq reads version %d", errBadRecord, seq, b[0], recordVersion)
+	}
+	d := decoder{b: b[1:]}
+	t := &task{seq: seq, msg: &base.TaskMessage{}, heapIdx: -1}
+	m := t.msg
+	t.state = base.TaskState(d.uvarint())
+	m.Queue = d.str()
+	m.ID = d.str()
+	m.Type = d.str()
+	m.Payload = d.bytes()
+	m.MaxRetry = d.int()
+	m.Retried = d.int()
+	m.Timeout = time.Duration(d.varint())
+	m.Deadline = d.time()
+	m.UniqueKey = d.str()
+	m.UniqueTTL = time.Duration(d.varint())
+	m.Retention = time.Duration(d.varint())
+	m.GroupKey = d.str()
+	m.LastErr = d.str()
+	m.LastFailedAt = d.time()
+	t.order = d.varint()
+	t.due = d.time()
+	t.token = d.str()
+	t.leaseDeadline = d.time()
+	t.serverID = d.str()
+	t.completedAt = d.time()
+	t.expireAt = d.time()
+	t.result = d.bytes()
+	t.archivedAt = d.time()
+	t.uniqueUntil = d.time()
+	t.enqueuedAt = d.time()
+	if d.err != nil {
+		return nil, fmt.Errorf("%w %d: %v", errBadRecord, seq, d.err)
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w %d: %d bytes left over", errBadRecord, seq, len(d.b))
+	}
+	if t.state < base.StateActive || t.state > base.StateAggregating {
+		return nil, fmt.Errorf("%w %d: state %d", errBadRecord, seq, t.state)
+	}
+	if err := base.ValidateQueueName(m.Queue); err != nil {
+		return nil, fmt.Errorf("%w %d: %v", errBadRecord, seq, err)
+	}
+	return t, nil
+}
+
+type encoder struct{ b []byte }
+
+func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) bytes(p []byte) {
+	// 0 is nil, n+1 is n bytes, so that nil and empty stay apart.
+	if p == nil {
+		e.uvarint(0)
+		return
+	}
+	e.uvarint(uint64(len(p)) + 1)
+	e.b = append(e.b, p...)
+}
+
+// time writes 0 for the zero time, else 1, the Unix seconds and the
+// nanoseconds.
+func (e *encoder) time(t time.Time) {
+	if t.IsZero() {
+		e.uvarint(0)
+		return
+	}
+	e.uvarint(1)
+	e.varint(t.Unix())
+	e.uvarint(uint64(t.Nanosecond()))
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("truncated or malformed %s", what)
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("uvarint")
+		d.b = nil
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("varint")
+		d.b = nil
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) int() int {
+	v := d.varint()
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		d.fail("int")
+	}
+	return int(v)
+}
+
+func (d *decoder) raw(n uint64) []byte {
+	if n > uint64(len(d.b)) {
+		d.fail("field")
+		d.b = nil
+		return nil
+	}
+	p := d.b[:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *decoder) str() string {
+	n := d.uvarint()
+	if n == 0 {
+		return ""
+	}
+	return string(d.raw(n))
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if n == 0 {
+		return nil
+	}
+	return append([]byte{}, d.raw(n-1)...)
+}
+
+func (d *decoder) time() time.Time {
+	switch d.uvarint() {
+	case 0:
+		return time.Time{}
+	case 1:
+		sec := d.varint()
+		nsec := d.uvarint()
+		if nsec >= 1e9 {
+			d.fail("time")
+			return time.Time{}
+		}
+		return time.Unix(sec, int64(nsec))
+	default:
+		d.fail("time")
+		return time.Time{}
+	}
+}

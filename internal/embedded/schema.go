@@ -1,0 +1,56 @@
+package embedded
+
+import "encoding/binary"
+
+// The bbolt file's schema: every bucket and key shape, in one place.
+//
+//	meta    "version" → uvarint schema version (schemaVersion)
+//	tasks   seq (8 bytes, big endian) → task record (record.go)
+//	queues  queue name → flags byte (flagPaused)
+//	stats   queue 0x00 kind 0x00 day (8 bytes, big endian) → count (8 bytes, big endian)
+//	        kind is 'p' (processed) or 'f' (failed); day is Unix ms / 86,400,000,
+//	        or allTime for the all-time counter.
+//
+// Task records carry every index a queue needs (state, order, due time,
+// lease), so the file has no index bucket that could disagree with them:
+// the indexes are rebuilt in memory at open.
+var (
+	bucketMeta   = []byte("meta")
+	bucketTasks  = []byte("tasks")
+	bucketQueues = []byte("queues")
+	bucketStats  = []byte("stats")
+
+	keyVersion = []byte("version")
+)
+
+// schemaVersion is the version of the layout above. Open migrates older
+// files up to it and refuses newer ones.
+const schemaVersion = 1
+
+// Queue flags, the value of a queues entry.
+const flagPaused byte = 1
+
+// allTime is the day of the all-time counters.
+const allTime = ^uint64(0)
+
+// Counter kinds.
+const (
+	statProcessed byte = 'p'
+	statFailed    byte = 'f'
+)
+
+func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+
+// statKey names one counter.
+type statKey struct {
+	queue string
+	kind  byte
+	day   uint64
+}
+
+func (k statKey) bytes() []byte {
+	b := make([]byte, 0, len(k.queue)+3+8)
+	b = append(b, k.queue...)
+	b = append(b, 0, k.kind, 0)
+	return binary.BigEndian.AppendUint64(b, k.day)
+}

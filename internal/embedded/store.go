@@ -1,0 +1,220 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrCorrupt marks a data file that cannot be read: damaged, truncated or
+// not an htq file. The error names the file; see RecoverFile.
+var ErrCorrupt = errors.New("htq: data file is corrupt or unreadable")
+
+// batch is the set of changes one commit writes: the records that changed
+// since the last commit (nil value = delete), the queues registered or
+// flagged, and counter increments.
+type batch struct {
+	tasks  map[uint64][]byte
+	queues map[string]byte
+	stats  map[statKey]uint64
+	done   *ticket
+}
+
+func newBatch() *batch {
+	return &batch{
+		tasks:  make(map[uint64][]byte),
+		queues: make(map[string]byte),
+		stats:  make(map[statKey]uint64),
+		done:   &ticket{done: make(chan struct{})},
+	}
+}
+
+func (b *batch) empty() bool {
+	return len(b.tasks) == 0 && len(b.queues) == 0 && len(b.stats) == 0
+}
+
+// ticket tells the operations of one batch how its commit went.
+type ticket struct {
+	done chan struct{}
+	err  error
+}
+
+// boltStore is the thin layer over bbolt: open with the schema, read every
+// record, write one batch per transaction.
+type boltStore struct {
+	db   *bolt.DB
+	file string
+}
+
+// openBolt opens or creates the bbolt file and brings its schema to
+// schemaVersion.
+func openBolt(file string, lockTimeout time.Duration) (*boltStore, error) {
+	if lockTimeout <= 0 {
+		lockTimeout = 50 * time.Millisecond
+	}
+	opts := &bolt.Options{
+		Timeout:      lockTimeout,
+		FreelistType: bolt.FreelistMapType,
+	}
+	db, err := openBoltSafe(file, opts)
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("%w: %s is locked by another process", ErrLocked, file)
+		}
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("htq: opening %s: %w", file, err)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, file, err)
+	}
+	s := &boltStore{db: db, file: file}
+	if err := s.migrate(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openBoltSafe opens the file, turning a panic or memory fault inside bbolt
+// (a damaged file can cause either) into an error.
+func openBoltSafe(file string, opts *bolt.Options) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("reading the file failed: %v", r)
+		}
+	}()
+	return bolt.Open(file, 0o600, opts)
+}
+
+func (s *boltStore) migrate() error {
+	return s.guard(func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+			if err != nil {
+				return err
+			}
+			v := meta.Get(keyVersion)
+			var have uint64
+			if v != nil {
+				var n int
+				have, n = binary.Uvarint(v)
+				if n <= 0 {
+					return fmt.Errorf("%w: %s: bad schema version", ErrCorrupt, s.file)
+				}
+			}
+			if have > schemaVersion {
+				return fmt.Errorf("htq: %s has schema version %d, written by a newer htq; this one reads up to %d", s.file, have, schemaVersion)
+			}
+			for _, name := range [][]byte{bucketTasks, bucketQueues, bucketStats} {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
+			}
+			// Migrations from older versions go here, one step per version.
+			if have != schemaVersion {
+				return meta.Put(keyVersion, binary.AppendUvarint(nil, schemaVersion))
+			}
+			return nil
+		})
+	})
+}
+
+// guard runs f, turning a panic or memory fault in bbolt into an error that
+// names the file. bbolt panics on some kinds of damage instead of failing.
+func (s *boltStore) guard(f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, s.file, r)
+		}
+	}()
+	return f()
+}
+
+// load calls task for every task record (in sequence order) and queue for
+// every registered queue. The byte slices are valid only during the call.
+func (s *boltStore) load(task func(seq uint64, rec []byte) error, queue func(name string, flags byte) error) error {
+	return s.guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			if err := tx.Bucket(bucketQueues).ForEach(func(k, v []byte) error {
+				var flags byte
+				if len(v) > 0 {
+					flags = v[0]
+				}
+				return queue(string(k), flags)
+			}); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketTasks).ForEach(func(k, v []byte) error {
+				if len(k) != 8 {
+					return fmt.Errorf("%w: %s: task key of %d bytes", ErrCorrupt, s.file, len(k))
+				}
+				return task(binary.BigEndian.Uint64(k), v)
+			})
+		})
+	})
+}
+
+// commit writes b in one transaction and syncs it to disk.
+func (s *boltStore) commit(b *batch) error {
+	return s.guard(func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			tasks := tx.Bucket(bucketTasks)
+			// Keys are sequence numbers, so new records go to the right
+			// end of the tree: fill pages nearly full instead of half.
+			tasks.FillPercent = 0.9
+			for seq, rec := range b.tasks {
+				var err error
+				if rec == nil {
+					err = tasks.Delete(seqKey(seq))
+				} else {
+					err = tasks.Put(seqKey(seq), rec)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			queues := tx.Bucket(bucketQueues)
+			for name, flags := range b.queues {
+				if err := queues.Put([]byte(name), []byte{flags}); err != nil {
+					return err
+				}
+			}
+			stats := tx.Bucket(bucketStats)
+			for k, n := range b.stats {
+				key := k.bytes()
+				var have uint64
+				if v := stats.Get(key); len(v) == 8 {
+					have = binary.BigEndian.Uint64(v)
+				}
+				if err := stats.Put(key, binary.BigEndian.AppendUint64(nil, have+n)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// records returns every stored task record by sequence number (for
+// CheckInvariants).
+func (s *boltStore) records() (map[uint64][]byte, error) {
+	out := make(map[uint64][]byte)
+	err := s.guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketTasks).ForEach(func(k, v []byte) error {
+				out[binary.BigEndian.Uint64(k)] = append([]byte(nil), v...)
+				return nil
+			})
+		})
+	})
+	return out, err
+}
+
+func (s *boltStore) close() error { return s.db.Close() }
