@@ -43,7 +43,7 @@ type Broker struct {
 	buf     *batch // changes not yet handed to the committer
 	// inflight is the ticket of the batch being written, nil when none.
 	inflight *ticket
-	closed  bool
+	closed   bool
 	// broken is set when a write failed and memory could not be rebuilt
 	// from the file; every operation then fails with it.
 	broken  error
