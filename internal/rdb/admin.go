@@ -72,7 +72,7 @@ func (b *Broker) GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskI
 	}
 	r := b.run(ctx, call{
 		s:    scriptInfo,
-		keys: []string{k.taskKey(id), k.active, k.scheduled, k.retry},
+		keys: []string{k.taskKey(id), k.active, k.scheduled, k.retry, k.leases},
 		args: []string{b.nowArg(), id},
 	})
 	vals, err := r.ToArray()
@@ -129,7 +129,7 @@ func (b *Broker) DeleteTask(ctx context.Context, queue, id string) error {
 	n, err := b.run(ctx, call{
 		s: scriptDelete,
 		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived, k.completed,
-			k.unique, k.group, k.groups},
+			k.unique, k.group, k.groups, k.leases},
 		args: []string{id},
 	}).AsInt64()
 	if err != nil {
@@ -228,7 +228,7 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 		bad, err := b.run(ctx, call{
 			s: scriptInvariants,
 			keys: []string{k.task, k.pending, k.active, k.scheduled, k.retry,
-				k.archived, k.completed, k.groups, k.group},
+				k.archived, k.completed, k.groups, k.group, k.leases},
 			args: []string{k.taskPattern},
 		}).AsStrSlice()
 		if err != nil {

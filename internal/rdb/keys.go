@@ -41,6 +41,7 @@ type queueKeys struct {
 	task      string // prefix of task hashes: + task ID
 	pending   string // list of pending IDs; LPUSH new, RPOP oldest
 	active    string // zset of active IDs, score = lease deadline (ms)
+	leases    string // hash of active IDs to their lease tokens
 	scheduled string // zset of scheduled IDs, score = due time (ms)
 	retry     string // zset of retry IDs, score = due time (ms)
 	archived  string // zset of archived IDs, score = archive time (ms)
@@ -70,6 +71,7 @@ func newQueueKeys(q string) *queueKeys {
 		task:        p + "t:",
 		pending:     p + "pending",
 		active:      p + "active",
+		leases:      p + "leases",
 		scheduled:   p + "scheduled",
 		retry:       p + "retry",
 		archived:    p + "archived",

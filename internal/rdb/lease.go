@@ -26,13 +26,14 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if p.LeaseDuration <= 0 {
 		return nil, fmt.Errorf("rdb: fetch %s: %w: LeaseDuration %v is not positive", p.Queue, base.ErrInvalidArgument, p.LeaseDuration)
 	}
-	// Tokens are prefix + index: the random prefix makes them unique per
-	// fetch, the index per task of the fetch.
-	prefix := strconv.FormatUint(rand.Uint64(), 36) + "."
+	// Tokens are "<server ID>/<random>.<n>" (+ a flag, see lua/lib.lua):
+	// the random part makes them unique per fetch, n per task of the
+	// fetch; the server ID is kept for the Inspector.
+	prefix := p.ServerID + "/" + strconv.FormatUint(rand.Uint64(), 36) + "."
 	c := call{
 		s:    scriptFetch,
-		keys: []string{k.pending, k.active, k.paused, k.task},
-		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, p.ServerID},
+		keys: []string{k.pending, k.active, k.leases, k.paused, k.task},
+		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix},
 	}
 	vals, err := b.run(ctx, c).ToArray()
 	if err != nil {
@@ -42,20 +43,20 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		return nil, nil
 	}
 	deadline, err := vals[0].AsInt64()
-	if err != nil || (len(vals)-1)%5 != 0 {
+	if err != nil || (len(vals)-1)%6 != 0 {
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
-	n := (len(vals) - 1) / 5
+	n := (len(vals) - 1) / 6
 	leases := make([]broker.Lease, n)
 	msgs := make([]base.TaskMessage, n)
 	out := make([]*broker.Lease, 0, n)
 	dl := time.UnixMilli(deadline)
 	var firstErr error
 	for i := 0; i < n; i++ {
-		f := vals[1+5*i : 6+5*i]
+		f := vals[1+6*i : 7+6*i] // id, token, m, n, e, f
 		m := &msgs[i]
 		m.Queue = p.Queue
-		if err := decodeTask(f[0], f[1], f[2], f[3], f[4], m); err != nil {
+		if err := decodeTask(f[0], f[2], f[3], f[4], f[5], m); err != nil {
 			// The task is active under a lease nobody holds; the
 			// Recoverer will find it when the lease runs out.
 			b.log.Error("rdb: fetched a task that cannot be decoded", "queue", p.Queue, "id", m.ID, "err", err)
@@ -66,7 +67,9 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		}
 		l := &leases[i]
 		l.Msg = m
-		l.Token = prefix + strconv.Itoa(i+1)
+		if l.Token, err = f[1].ToString(); err != nil {
+			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+		}
 		l.Deadline = dl
 		out = append(out, l)
 	}
@@ -169,7 +172,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		}
 		calls[j] = call{
 			s:    scriptComplete,
-			keys: []string{g.k.active, g.k.completed, g.k.task, g.k.unique, g.k.processed},
+			keys: []string{g.k.active, g.k.leases, g.k.completed, g.k.task, g.k.unique, g.k.processed},
 			args: args,
 		}
 	}
@@ -231,7 +234,7 @@ func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
 	}
 	return b.fenced(ctx, "retry", l, call{
 		s:    scriptRetry,
-		keys: []string{k.taskKey(l.ID), k.active, k.retry, k.processed, k.failed},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.retry, k.processed, k.failed},
 		args: []string{b.nowArg(), l.ID, l.Token, itoa(ms(p.Delay)), p.ErrMsg, boolArg(p.IsFailure),
 			boolArg(p.RequireExpired), channelEvents, k.name},
 	})
@@ -246,7 +249,7 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 	}
 	return b.fenced(ctx, "archive", l, call{
 		s:    scriptArchive,
-		keys: []string{k.taskKey(l.ID), k.active, k.archived, k.task, k.unique, k.processed, k.failed},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.archived, k.task, k.unique, k.processed, k.failed},
 		args: []string{b.nowArg(), l.ID, l.Token, p.ErrMsg, boolArg(p.RequireExpired), b.archiveMax, b.archiveAge},
 	})
 }
@@ -260,7 +263,7 @@ func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
 	}
 	return b.fenced(ctx, "requeue", l, call{
 		s:    scriptRequeue,
-		keys: []string{k.taskKey(l.ID), k.active, k.pending},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.pending},
 		args: []string{l.ID, l.Token, channelEvents, k.name},
 	})
 }
@@ -273,8 +276,8 @@ func (b *Broker) WriteResult(ctx context.Context, l broker.LeaseRef, data []byte
 	}
 	return b.fenced(ctx, "write result", l, call{
 		s:    scriptResult,
-		keys: []string{k.taskKey(l.ID)},
-		args: []string{l.Token, string(data)},
+		keys: []string{k.taskKey(l.ID), k.leases},
+		args: []string{l.ID, l.Token, string(data)},
 	})
 }
 
@@ -302,7 +305,7 @@ func (b *Broker) ExtendLeases(ctx context.Context, queue string, leases []broker
 		}
 		args = append(args, l.ID, l.Token)
 	}
-	vals, err := b.run(ctx, call{s: scriptExtend, keys: []string{k.active, k.task}, args: args}).AsStrSlice()
+	vals, err := b.run(ctx, call{s: scriptExtend, keys: []string{k.active, k.leases}, args: args}).AsStrSlice()
 	if err != nil {
 		return nil, b.wrap("extend leases "+queue, err)
 	}
@@ -324,7 +327,7 @@ func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]
 	}
 	vals, err := b.run(ctx, call{
 		s:    scriptExpired,
-		keys: []string{k.active, k.task},
+		keys: []string{k.active, k.leases, k.task},
 		args: []string{b.nowArg(), strconv.Itoa(limit)},
 	}).ToArray()
 	if err != nil {

@@ -376,20 +376,23 @@ func TestCheckInvariantsFindsViolations(t *testing.T) {
 			redis(t, b, "HSET", "htq:{q}:t:p", "s", "3")
 		}, "task p has state 3 but is in pending"},
 		{"active without token", func(t *testing.T, b *Broker) {
-			redis(t, b, "HDEL", "htq:{q}:t:a", "k")
-		}, "active task a has no lease token"},
+			redis(t, b, "HDEL", "htq:{q}:leases", "a")
+		}, "task a has state 2 but is in active"},
 		{"active without lease entry", func(t *testing.T, b *Broker) {
 			redis(t, b, "ZREM", "htq:{q}:active", "a")
 		}, "active task a has no active-zset entry"},
 		{"lease entry without task", func(t *testing.T, b *Broker) {
 			redis(t, b, "ZADD", "htq:{q}:active", "1", "ghost")
 		}, "active entry ghost has no task hash"},
+		{"lease without task", func(t *testing.T, b *Broker) {
+			redis(t, b, "HSET", "htq:{q}:leases", "ghost", "tok")
+		}, "lease of ghost has no task hash"},
 		{"pending duplicate", func(t *testing.T, b *Broker) {
 			redis(t, b, "LPUSH", "htq:{q}:pending", "p")
 		}, "task p is in 2 structures: pending, pending"},
 		{"token outside active", func(t *testing.T, b *Broker) {
-			redis(t, b, "HSET", "htq:{q}:t:p", "k", "tok")
-		}, "task p in state 2 has a lease token"},
+			redis(t, b, "HSET", "htq:{q}:leases", "p", "tok")
+		}, "task p has state 1 but is in pending"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

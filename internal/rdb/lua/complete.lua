@@ -1,34 +1,59 @@
 -- complete.lua: finishes a batch of active tasks of one queue that
 -- succeeded. Each entry is checked and applied on its own.
--- KEYS[1] active zset  KEYS[2] completed zset  KEYS[3] task hash prefix
--- KEYS[4] unique lock prefix  KEYS[5] processed counter
+-- KEYS[1] active zset  KEYS[2] leases hash  KEYS[3] completed zset
+-- KEYS[4] task hash prefix  KEYS[5] unique lock prefix
+-- KEYS[6] processed counter
 -- ARGV[1] now ms ('' = Redis TIME), then pairs ARGV[2i] task ID,
 -- ARGV[2i+1] lease token.
 -- Returns one integer per pair: 1 completed, 0 lease lost (the task is not
--- active or the token is not its lease's).
+-- active, the token is not its lease's, or the pair repeats an earlier one).
 local now = now_ms(ARGV[1])
-local res = {}
-local done = 0
-for i = 2, #ARGV, 2 do
-  local id = ARGV[i]
-  local tk = KEYS[3] .. id
-  local f = redis.call('HMGET', tk, 's', 'k', 'u', 'R')
-  if f[1] == '1' and f[2] == ARGV[i + 1] then
-    redis.call('ZREM', KEYS[1], id)
-    local keep = tonumber(f[4] or '0')
+local ids = {}
+for i = 2, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+local held = {}
+local i = 1
+while i <= #ids do
+  local j = math.min(i + 3999, #ids)
+  local part = redis.call('HMGET', KEYS[2], unpack(ids, i, j))
+  for k = 1, #part do held[i + k - 1] = part[k] end
+  i = j + 1
+end
+local res, done, dels, seen = {}, {}, {}, {}
+for n = 1, #ids do
+  local id = ids[n]
+  local tok = ARGV[2 * n + 1]
+  if held[n] == tok and not seen[id] then
+    seen[id] = true
+    done[#done + 1] = id
+    local tk = KEYS[4] .. id
+    local keep = 0
+    if string.byte(tok, -1) == 43 then -- '+': unique key or retention
+      local f = redis.call('HMGET', tk, 'u', 'R')
+      release_unique(KEYS[5], f[1], id)
+      keep = tonumber(f[2] or '0')
+    end
     if keep > 0 then
       redis.call('HSET', tk, 's', '6', 'c', istr(now))
-      redis.call('HDEL', tk, 'k', 'w')
-      redis.call('ZADD', KEYS[2], now + keep, id)
+      redis.call('ZADD', KEYS[3], now + keep, id)
     else
-      redis.call('DEL', tk)
+      dels[#dels + 1] = tk
     end
-    release_unique(KEYS[4], f[3], id)
-    done = done + 1
-    res[#res + 1] = 1
+    res[n] = 1
   else
-    res[#res + 1] = 0
+    res[n] = 0
   end
 end
-if done > 0 then count(KEYS[5], now, done) end
+if #done > 0 then
+  call_many('ZREM', KEYS[1], done)
+  call_many('HDEL', KEYS[2], done)
+  count(KEYS[6], now, #done)
+end
+if #dels > 0 then
+  local k = 1
+  while k <= #dels do
+    local j = math.min(k + 3999, #dels)
+    redis.call('DEL', unpack(dels, k, j))
+    k = j + 1
+  end
+end
 return res

@@ -2,12 +2,13 @@
 -- KEYS[1] task hash  KEYS[2] pending list  KEYS[3] scheduled zset
 -- KEYS[4] retry zset  KEYS[5] archived zset  KEYS[6] completed zset
 -- KEYS[7] unique lock prefix  KEYS[8] group zset prefix  KEYS[9] groups set
+-- KEYS[10] leases hash
 -- ARGV[1] task ID
 -- Returns 1 when deleted, -1 when there is no such task, -2 when it is
 -- active.
 local f = redis.call('HMGET', KEYS[1], 's', 'u', 'g')
 if not f[1] then return -1 end
-if f[1] == '1' then return -2 end
+if redis.call('HEXISTS', KEYS[10], ARGV[1]) == 1 then return -2 end
 local id = ARGV[1]
 local s = f[1]
 if s == '2' then

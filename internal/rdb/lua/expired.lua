@@ -1,6 +1,6 @@
 -- expired.lua: lists active tasks whose lease deadline has passed
 -- (read only).
--- KEYS[1] active zset  KEYS[2] task hash prefix
+-- KEYS[1] active zset  KEYS[2] leases hash  KEYS[3] task hash prefix
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] limit
 -- Returns {id, token, deadline ms, m, n, e, f, id, ...}.
 local now = now_ms(ARGV[1])
@@ -8,10 +8,11 @@ local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIM
 local out = {}
 for i = 1, #ids, 2 do
   local id = ids[i]
-  local f = redis.call('HMGET', KEYS[2] .. id, 'm', 'n', 'e', 'f', 'k', 's')
-  if f[1] and f[6] == '1' then
+  local tok = redis.call('HGET', KEYS[2], id)
+  local f = redis.call('HMGET', KEYS[3] .. id, 'm', 'n', 'e', 'f')
+  if tok and f[1] then
     out[#out + 1] = id
-    out[#out + 1] = f[5]
+    out[#out + 1] = tok
     out[#out + 1] = tonumber(ids[i + 1])
     out[#out + 1] = f[1]
     out[#out + 1] = f[2]

@@ -1,5 +1,5 @@
 -- extend.lua: pushes the deadline of each still-held lease of one queue.
--- KEYS[1] active zset  KEYS[2] task hash prefix
+-- KEYS[1] active zset  KEYS[2] leases hash
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] lease ms, then pairs
 -- ARGV[2i+1] task ID, ARGV[2i+2] lease token.
 -- Returns {new deadline ms, lost ID, lost ID, ...}. A lease is lost when
@@ -10,9 +10,8 @@ local deadline = now + tonumber(ARGV[2])
 local out = {deadline}
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
-  local f = redis.call('HMGET', KEYS[2] .. id, 's', 'k')
   local d = redis.call('ZSCORE', KEYS[1], id)
-  if f[1] == '1' and f[2] == ARGV[i + 1] and d and tonumber(d) > now then
+  if d and tonumber(d) > now and redis.call('HGET', KEYS[2], id) == ARGV[i + 1] then
     redis.call('ZADD', KEYS[1], deadline, id)
   else
     out[#out + 1] = id

@@ -1,12 +1,13 @@
 -- info.lua: reads one task (read only).
 -- KEYS[1] task hash  KEYS[2] active zset  KEYS[3] scheduled zset
--- KEYS[4] retry zset
+-- KEYS[4] retry zset  KEYS[5] leases hash
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID
 -- Returns false when there is no such task, else
 -- {m, s, n, e, f, r, c, score or false, now ms} where score is the lease
 -- deadline (active) or the due time (scheduled, retry).
 local f = redis.call('HMGET', KEYS[1], 'm', 's', 'n', 'e', 'f', 'r', 'c')
 if not f[1] then return false end
+if redis.call('HEXISTS', KEYS[5], ARGV[2]) == 1 then f[2] = '1' end
 local score = false
 if f[2] == '1' then
   score = redis.call('ZSCORE', KEYS[2], ARGV[2])

@@ -3,6 +3,7 @@
 -- KEYS[1] task hash prefix  KEYS[2] pending list  KEYS[3] active zset
 -- KEYS[4] scheduled zset  KEYS[5] retry zset  KEYS[6] archived zset
 -- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] group zset prefix
+-- KEYS[10] leases hash
 -- ARGV[1] glob matching every task hash of the queue (not a key: escaping
 -- can change its hash tag)
 -- Returns a list of violations (strings); empty when consistent.
@@ -32,7 +33,14 @@ local plen = string.len(KEYS[1])
 for _, key in ipairs(redis.call('KEYS', ARGV[1])) do
   local id = string.sub(key, plen + 1)
   seen[id] = true
-  local f = redis.call('HMGET', key, 's', 'k', 'm', 'g')
+  local f = redis.call('HMGET', key, 's', 'm')
+  f[3] = f[2]
+  f[2] = redis.call('HGET', KEYS[10], id)
+  -- An active task keeps s = 2 (pending); the leases hash says it is active.
+  if f[2] then
+    if f[1] ~= '2' then bad[#bad + 1] = 'leased task ' .. id .. ' has s = ' .. tostring(f[1]) .. ', want 2' end
+    f[1] = '1'
+  end
   local w = where[id]
   if not f[3] then bad[#bad + 1] = 'task ' .. id .. ': no message field' end
   if not w then
@@ -55,6 +63,9 @@ for _, key in ipairs(redis.call('KEYS', ARGV[1])) do
   elseif f[2] then
     bad[#bad + 1] = 'task ' .. id .. ' in state ' .. tostring(f[1]) .. ' has a lease token'
   end
+end
+for _, id in ipairs(redis.call('HKEYS', KEYS[10])) do
+  if not seen[id] then bad[#bad + 1] = 'lease of ' .. id .. ' has no task hash' end
 end
 for id, w in pairs(where) do
   if not seen[id] then

@@ -1,9 +1,14 @@
 -- lib.lua: helpers prepended to every script of this directory when it is
 -- loaded (scripts.go). Task hash fields: m message (binary, Go codec),
 -- s state (1 active .. 7 aggregating, as base.TaskState), n retried,
--- e last error, f last failure (ms), k lease token and w server ID (active
--- only), u unique key, R retention (ms), g group key, r result,
--- c completion time (ms).
+-- e last error, f last failure (ms), u unique key, R retention (ms),
+-- g group key, r result, c completion time (ms).
+-- A task is active exactly when the queue's leases hash (ID -> lease
+-- token) holds its ID; its s field then still says 2 (pending), the state
+-- it was fetched from, so that Fetch writes no task hash and Complete
+-- checks a whole batch of tokens with one HMGET. A token is
+-- "<server ID>/<random>.<n>", with '+' appended when its task has a
+-- unique key or a retention (the only tasks Complete must read).
 
 -- now_ms returns the time in ms: arg when the caller passed one (tests with
 -- a fake clock), else the Redis server's TIME.
@@ -39,6 +44,18 @@ local function count(key, now, n)
   local dk = key .. ':' .. istr(math.floor(now / 86400000))
   if redis.call('INCRBY', dk, n) == n then
     redis.call('PEXPIRE', dk, 7776000000)
+  end
+end
+
+-- call_many runs cmd key a1 a2 ... over the list args, in chunks that
+-- stay within Lua's stack limit for unpack.
+local function call_many(cmd, key, args)
+  local n = #args
+  local i = 1
+  while i <= n do
+    local j = math.min(i + 3999, n)
+    redis.call(cmd, key, unpack(args, i, j))
+    i = j + 1
   end
 end
 

@@ -1,8 +1,7 @@
 -- result.lua: stores the result of an active task.
--- KEYS[1] task hash
--- ARGV[1] lease token  ARGV[2] result
+-- KEYS[1] task hash  KEYS[2] leases hash
+-- ARGV[1] task ID  ARGV[2] lease token  ARGV[3] result
 -- Returns 1 when stored, 0 when the lease is lost.
-local f = redis.call('HMGET', KEYS[1], 's', 'k')
-if f[1] ~= '1' or f[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'r', ARGV[2])
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'r', ARGV[3])
 return 1

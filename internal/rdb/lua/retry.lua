@@ -1,6 +1,6 @@
 -- retry.lua: moves an active task to retry after a failed attempt.
--- KEYS[1] task hash  KEYS[2] active zset  KEYS[3] retry zset
--- KEYS[4] processed counter  KEYS[5] failed counter
+-- KEYS[1] task hash  KEYS[2] active zset  KEYS[3] leases hash
+-- KEYS[4] retry zset  KEYS[5] processed counter  KEYS[6] failed counter
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] lease token
 -- ARGV[4] delay ms  ARGV[5] error message  ARGV[6] '1' is a failure: it
 -- counts in Retried and the failed counters
@@ -9,24 +9,23 @@
 -- Returns 1 when moved, 0 when the lease is lost (not active, other token,
 -- or, with ARGV[7], not expired yet). Publishes s:<queue> when the task
 -- became the earliest retry task.
-local f = redis.call('HMGET', KEYS[1], 's', 'k')
-if f[1] ~= '1' or f[2] ~= ARGV[3] then return 0 end
-local now = now_ms(ARGV[1])
 local id = ARGV[2]
+if redis.call('HGET', KEYS[3], id) ~= ARGV[3] then return 0 end
+local now = now_ms(ARGV[1])
 if ARGV[7] == '1' then
   local d = redis.call('ZSCORE', KEYS[2], id)
   if not d or tonumber(d) > now then return 0 end
 end
 redis.call('ZREM', KEYS[2], id)
+redis.call('HDEL', KEYS[3], id)
 redis.call('HSET', KEYS[1], 's', '4', 'e', ARGV[5], 'f', istr(now))
-redis.call('HDEL', KEYS[1], 'k', 'w')
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), id)
-count(KEYS[4], now, 1)
+redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), id)
+count(KEYS[5], now, 1)
 if ARGV[6] == '1' then
   redis.call('HINCRBY', KEYS[1], 'n', 1)
-  count(KEYS[5], now, 1)
+  count(KEYS[6], now, 1)
 end
-if is_earliest(KEYS[3], id) then
+if is_earliest(KEYS[4], id) then
   redis.call('PUBLISH', ARGV[8], 's:' .. ARGV[9])
 end
 return 1

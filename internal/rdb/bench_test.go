@@ -1,0 +1,164 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/redistest"
+)
+
+// Run with:
+//
+//	go test ./internal/rdb -run XXX -bench . -benchtime 200000x
+//
+// Each benchmark reports tasks/s besides ns/op (one op = one task).
+
+// clientVariant is a set of rueidis options measured against the default.
+type clientVariant struct {
+	name  string
+	apply func(*rueidis.ClientOption)
+}
+
+var clientVariants = []clientVariant{
+	{"default", func(*rueidis.ClientOption) {}},
+	{"multiplex0", func(co *rueidis.ClientOption) { co.PipelineMultiplex = -1 }},
+	{"flushdelay20us", func(co *rueidis.ClientOption) { co.MaxFlushDelay = 20 * time.Microsecond }},
+}
+
+func benchBroker(b *testing.B, v clientVariant) *Broker {
+	b.Helper()
+	co, err := ParseURL(redistest.URL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	v.apply(&co)
+	c, err := rueidis.NewClient(co)
+	if err != nil {
+		b.Fatal(err)
+	}
+	br := New(c, Options{})
+	b.Cleanup(func() { _ = br.Close() })
+	return br
+}
+
+var payload100 = []byte(strings.Repeat("x", 100))
+
+// preload enqueues n pending tasks into q in batches of 1,000.
+func preload(b *testing.B, br *Broker, q string, n int) {
+	b.Helper()
+	ps := make([]broker.EnqueueParams, 0, 1000)
+	for i := 0; i < n; i += len(ps) {
+		ps = ps[:0]
+		for j := i; j < n && len(ps) < 1000; j++ {
+			m := msg(q, fmt.Sprint("t", j))
+			m.Payload = payload100
+			ps = append(ps, broker.EnqueueParams{Msg: m})
+		}
+		for _, err := range br.EnqueueBatch(context.Background(), ps) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkFetchComplete measures processing: workers that fetch a batch
+// and complete it, as the Server's Processor does with a no-op handler.
+func BenchmarkFetchComplete(b *testing.B) {
+	for _, v := range clientVariants {
+		for _, batch := range []int{1, 16, 64} {
+			workers := 4
+			if batch == 1 {
+				workers = 16
+			}
+			b.Run(fmt.Sprintf("%s/batch=%d/workers=%d", v.name, batch, workers), func(b *testing.B) {
+				br := benchBroker(b, v)
+				preload(b, br, "bench", b.N)
+				ctx := context.Background()
+				var done atomic.Int64
+				var wg sync.WaitGroup
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				for range workers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						refs := make([]broker.LeaseRef, 0, batch)
+						for {
+							ls, err := br.Fetch(ctx, broker.FetchParams{Queue: "bench", Max: batch, LeaseDuration: time.Minute, ServerID: "bench"})
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							if len(ls) == 0 {
+								return
+							}
+							refs = refs[:0]
+							for _, l := range ls {
+								refs = append(refs, l.Ref())
+							}
+							for _, err := range br.Complete(ctx, refs) {
+								if err != nil {
+									b.Error(err)
+									return
+								}
+							}
+							done.Add(int64(len(ls)))
+						}
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				if int(done.Load()) != b.N {
+					b.Fatalf("processed %d of %d", done.Load(), b.N)
+				}
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+			})
+		}
+	}
+}
+
+// BenchmarkEnqueue measures single Enqueue calls from 16 goroutines (the
+// client's pipelining batches them) and EnqueueBatch of 1,000.
+func BenchmarkEnqueue(b *testing.B) {
+	for _, v := range clientVariants {
+		b.Run(v.name+"/single/goroutines=16", func(b *testing.B) {
+			br := benchBroker(b, v)
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(16 / max(1, runtimeProcs()))
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					m := msg("bench", fmt.Sprint("t", n.Add(1)))
+					m.Payload = payload100
+					if err := br.Enqueue(ctx, broker.EnqueueParams{Msg: m}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+		})
+		b.Run(v.name+"/batch=1000", func(b *testing.B) {
+			br := benchBroker(b, v)
+			b.ReportAllocs()
+			start := time.Now()
+			preload(b, br, "bench", b.N)
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+		})
+	}
+}
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
