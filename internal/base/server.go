@@ -24,3 +24,16 @@ type ActiveTask struct {
 	Type    string    `json:"type"`
 	Started time.Time `json:"started"`
 }
+
+// SchedulerEntry is one periodic task of a Scheduler, as the storage
+// keeps it for the Inspector.
+type SchedulerEntry struct {
+	ID          string    `json:"id"`
+	SchedulerID string    `json:"scheduler_id"`
+	Spec        string    `json:"spec"`
+	Type        string    `json:"type"`
+	Payload     []byte    `json:"payload"`
+	Options     []string  `json:"options"`
+	Next        time.Time `json:"next"`
+	Prev        time.Time `json:"prev,omitempty"`
+}
