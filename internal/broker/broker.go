@@ -194,6 +194,11 @@ const (
 	EventScheduled
 	// EventResync: events may have been lost; look at every queue again.
 	EventResync
+	// EventCancel: cancel the handler running task TaskID (Admin.CancelProcessing).
+	EventCancel
+	// EventDone: watched task TaskID of Queue completed or was archived
+	// (Admin.WatchTask).
+	EventDone
 )
 
 // Event is a hint from the storage to servers. Nothing is lost by missing
@@ -201,4 +206,6 @@ const (
 type Event struct {
 	Kind  EventKind
 	Queue string
+	// TaskID is set for EventCancel and EventDone.
+	TaskID string
 }
