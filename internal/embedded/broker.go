@@ -2,13 +2,15 @@ package embedded
 
 import (
 	"context"
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -51,6 +53,20 @@ type Broker struct {
 	servers map[string]serverEntry
 
 	committerDone chan struct{}
+
+	// commits and commitTime count the committer's transactions and the
+	// time they took (guarded by mu), for CommitStats.
+	commits    int64
+	commitTime time.Duration
+}
+
+// CommitStats reports how many transactions the committer has written and
+// the time they took in all (writing pages and syncing them). Dividing the
+// operations of a benchmark by commits gives the group-commit batch size.
+func (b *Broker) CommitStats() (commits int64, total time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.commits, b.commitTime
 }
 
 type serverEntry struct {
@@ -132,24 +148,44 @@ func (b *Broker) Dir() string { return b.dir }
 // load rebuilds every in-memory index from the file. The caller holds b.mu
 // or has the Broker to itself.
 func (b *Broker) load() error {
-	queues := make(map[string]*queue)
-	getQueue := func(name string) *queue {
-		q := queues[name]
-		if q == nil {
-			q = newQueue(name)
-			queues[name] = q
-		}
-		return q
-	}
-	var pending []*task
-	var maxSeq uint64
-	err := b.store.load(func(seq uint64, rec []byte) error {
-		t, err := decodeTask(seq, rec)
+	var all []*task
+	flags := make(map[string]byte)
+	err := b.store.load(func(seqs []uint64, recs [][]byte) error {
+		var err error
+		all, err = decodeAll(seqs, recs)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrCorrupt, b.store.file, err)
 		}
-		q := getQueue(t.msg.Queue)
-		t.msg.Queue = q.name // share one string per queue
+		return nil
+	}, func(name string, f byte) error {
+		flags[name] = f
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Size every map once: growing maps of a million entries is most of
+	// the cost of a reopen otherwise.
+	counts := make(map[string]int)
+	for _, t := range all {
+		counts[t.msg.Queue]++
+	}
+	queues := make(map[string]*queue, len(flags))
+	for name, f := range flags {
+		q := newQueue(name, counts[name])
+		q.paused = f&flagPaused != 0
+		queues[name] = q
+	}
+	var pending []*task
+	var maxSeq uint64
+	for _, t := range all {
+		q := queues[t.msg.Queue]
+		if q == nil {
+			// A record of a queue missing from the registry: register it.
+			q = newQueue(t.msg.Queue, counts[t.msg.Queue])
+			queues[q.name] = q
+			b.buf.queues[q.name] = 0
+		}
 		if q.tasks[t.msg.ID] != nil {
 			return fmt.Errorf("%w: %s: task %q of queue %q stored twice", ErrCorrupt, b.store.file, t.msg.ID, q.name)
 		}
@@ -169,21 +205,19 @@ func (b *Broker) load() error {
 				q.unique[t.msg.UniqueKey] = t
 			}
 		}
-		maxSeq = max(maxSeq, seq)
-		return nil
-	}, func(name string, flags byte) error {
-		getQueue(name).paused = flags&flagPaused != 0
-		return nil
-	})
-	if err != nil {
-		return err
+		maxSeq = max(maxSeq, t.seq)
 	}
-	sort.Slice(pending, func(i, j int) bool {
-		if pending[i].order != pending[j].order {
-			return pending[i].order < pending[j].order
+	// Records come in sequence order, which is pending order unless tasks
+	// were requeued or forwarded: sort only then.
+	byOrder := func(a, c *task) int {
+		if a.order != c.order {
+			return cmp.Compare(a.order, c.order)
 		}
-		return pending[i].seq < pending[j].seq
-	})
+		return cmp.Compare(a.seq, c.seq)
+	}
+	if !slices.IsSortedFunc(pending, byOrder) {
+		slices.SortFunc(pending, byOrder)
+	}
 	for _, t := range pending {
 		queues[t.msg.Queue].pending.appendLoaded(t)
 	}
@@ -195,6 +229,47 @@ func (b *Broker) load() error {
 	b.queues = queues
 	b.nextSeq = maxSeq + 1
 	return nil
+}
+
+// decodeAll decodes records on every CPU: decoding is most of a reopen.
+func decodeAll(seqs []uint64, recs [][]byte) ([]*task, error) {
+	all := make([]*task, len(recs))
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(recs)/10_000))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The records are bbolt's memory map: a truncated file faults
+			// here, which must become an error, not a crash.
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+			defer func() {
+				if r := recover(); r != nil {
+					errs[w] = fmt.Errorf("reading records: %v", r)
+				}
+			}()
+			names := make(map[string]string) // interned queue names and task types
+			intern := func(p []byte) string {
+				if s, ok := names[string(p)]; ok {
+					return s
+				}
+				s := string(p)
+				names[s] = s
+				return s
+			}
+			for i := w; i < len(recs); i += workers {
+				t, err := decodeTask(seqs[i], recs[i], intern)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				all[i] = t
+			}
+		}()
+	}
+	wg.Wait()
+	return all, errors.Join(errs...)
 }
 
 // expireOrphans ends the leases of the tasks found active at open: the
@@ -236,15 +311,27 @@ func (b *Broker) commitLoop() {
 		b.buf = newBatch()
 		b.inflight = cur.done
 		b.mu.Unlock()
+		start := time.Now()
 		err := b.store.commit(cur)
+		took := time.Since(start)
 		b.mu.Lock()
 		b.inflight = nil
+		b.commits++
+		b.commitTime += took
 		if err != nil {
 			err = fmt.Errorf("htq: writing %s: %w", b.store.file, err)
 			b.writeFailed(err)
 		}
 		cur.done.err = err
 		close(cur.done.done)
+		if len(cur.tasks) > 1 {
+			// The writers just woken are about to add their next changes:
+			// let them, so that the next batch carries them all instead of
+			// the writers splitting into two cohorts that alternate.
+			b.mu.Unlock()
+			runtime.Gosched()
+			b.mu.Lock()
+		}
 	}
 }
 
@@ -308,7 +395,7 @@ func (b *Broker) registerQueue(name string) *queue {
 	if q != nil {
 		return q
 	}
-	q = newQueue(name)
+	q = newQueue(name, 0)
 	b.queues[name] = q
 	if b.store != nil {
 		b.buf.queues[name] = 0

@@ -57,7 +57,9 @@ var errBadRecord = errors.New("bad task record")
 
 // decodeTask reads a record written by encodeTask. The result shares no
 // memory with b (bbolt's memory is only valid inside its transaction).
-func decodeTask(seq uint64, b []byte) (*task, error) {
+// intern, when not nil, returns a shared copy of a queue name or task type,
+// which repeat across records.
+func decodeTask(seq uint64, b []byte, intern func([]byte) string) (*task, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w %d: empty", errBadRecord, seq)
 	}
@@ -65,12 +67,19 @@ func decodeTask(seq uint64, b []byte) (*task, error) {
 		return nil, fmt.Errorf("%w %d: version %d, this htq reads version %d", errBadRecord, seq, b[0], recordVersion)
 	}
 	d := decoder{b: b[1:]}
-	t := &task{seq: seq, msg: &base.TaskMessage{}, heapIdx: -1}
+	t := &task{seq: seq, heapIdx: -1}
+	t.msg = &t.m
 	m := t.msg
 	t.state = base.TaskState(d.uvarint())
-	m.Queue = d.str()
-	m.ID = d.str()
-	m.Type = d.str()
+	if intern != nil {
+		m.Queue = intern(d.strBytes())
+		m.ID = d.str()
+		m.Type = intern(d.strBytes())
+	} else {
+		m.Queue = d.str()
+		m.ID = d.str()
+		m.Type = d.str()
+	}
 	m.Payload = d.bytes()
 	m.MaxRetry = d.int()
 	m.Retried = d.int()
@@ -193,6 +202,16 @@ func (d *decoder) str() string {
 		return ""
 	}
 	return string(d.raw(n))
+}
+
+// strBytes is str without the copy; the bytes are valid as long as the
+// record is.
+func (d *decoder) strBytes() []byte {
+	n := d.uvarint()
+	if n == 0 {
+		return nil
+	}
+	return d.raw(n)
 }
 
 func (d *decoder) bytes() []byte {

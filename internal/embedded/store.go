@@ -58,8 +58,9 @@ func openBolt(file string, lockTimeout time.Duration) (*boltStore, error) {
 		lockTimeout = 50 * time.Millisecond
 	}
 	opts := &bolt.Options{
-		Timeout:      lockTimeout,
-		FreelistType: bolt.FreelistMapType,
+		Timeout:        lockTimeout,
+		FreelistType:   bolt.FreelistMapType,
+		NoFreelistSync: true,
 	}
 	db, err := openBoltSafe(file, opts)
 	if err != nil {
@@ -137,9 +138,10 @@ func (s *boltStore) guard(f func() error) (err error) {
 	return f()
 }
 
-// load calls task for every task record (in sequence order) and queue for
-// every registered queue. The byte slices are valid only during the call.
-func (s *boltStore) load(task func(seq uint64, rec []byte) error, queue func(name string, flags byte) error) error {
+// load calls queue for every registered queue, then tasks once with every
+// task record in sequence order. The record bytes are valid only during the
+// call (they are bbolt's memory map).
+func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error, queue func(name string, flags byte) error) error {
 	return s.guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			if err := tx.Bucket(bucketQueues).ForEach(func(k, v []byte) error {
@@ -151,12 +153,19 @@ func (s *boltStore) load(task func(seq uint64, rec []byte) error, queue func(nam
 			}); err != nil {
 				return err
 			}
-			return tx.Bucket(bucketTasks).ForEach(func(k, v []byte) error {
+			var seqs []uint64
+			var recs [][]byte
+			if err := tx.Bucket(bucketTasks).ForEach(func(k, v []byte) error {
 				if len(k) != 8 {
 					return fmt.Errorf("%w: %s: task key of %d bytes", ErrCorrupt, s.file, len(k))
 				}
-				return task(binary.BigEndian.Uint64(k), v)
-			})
+				seqs = append(seqs, binary.BigEndian.Uint64(k))
+				recs = append(recs, v)
+				return nil
+			}); err != nil {
+				return err
+			}
+			return tasks(seqs, recs)
 		})
 	})
 }

@@ -14,6 +14,9 @@ type task struct {
 	seq   uint64 // record key in the tasks bucket, fixed for the task's life
 	msg   *base.TaskMessage
 	state base.TaskState
+	// m holds the message of a task read from disk (msg points to it), so
+	// that loading allocates one object where it would allocate two.
+	m base.TaskMessage
 
 	// order places a pending task in its queue's pending list (smaller is
 	// fetched first).
@@ -59,10 +62,11 @@ type queue struct {
 	unique    map[string]*task // uniqueness key → task holding the lock
 }
 
-func newQueue(name string) *queue {
+// newQueue returns an empty queue with room for size tasks.
+func newQueue(name string, size int) *queue {
 	return &queue{
 		name:      name,
-		tasks:     make(map[string]*task),
+		tasks:     make(map[string]*task, size),
 		active:    &taskHeap{key: func(t *task) time.Time { return t.leaseDeadline }},
 		scheduled: &taskHeap{key: func(t *task) time.Time { return t.due }},
 		retry:     &taskHeap{key: func(t *task) time.Time { return t.due }},
