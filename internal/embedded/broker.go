@@ -1,8 +1,8 @@
 package embedded
 
 import (
-	"context"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
