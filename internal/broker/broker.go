@@ -144,6 +144,10 @@ type Lease struct {
 	Token string
 	// Deadline is when the lease runs out on the storage clock.
 	Deadline time.Time
+	// Duration is the lease granted: FetchParams.LeaseDuration, or the
+	// queue's own lease setting (QueueSettings.LeaseDuration). Zero means
+	// FetchParams.LeaseDuration (backends that predate queue settings).
+	Duration time.Duration
 }
 
 // Ref returns the reference that names this lease.
