@@ -37,6 +37,9 @@ var (
 	// ErrServerRunning is returned by Start and Run on a Server that is
 	// already running.
 	ErrServerRunning = errors.New("htq: server already running")
+	// ErrTaskCanceled is the cause of a handler ctx cancelled through
+	// Inspector.CancelProcessing.
+	ErrTaskCanceled = errors.New("htq: task canceled")
 	// ErrLeaseExpired is the error recorded on a task whose worker stopped
 	// renewing its lease (the worker crashed or was cut off).
 	ErrLeaseExpired = errors.New("htq: task lease expired")

@@ -64,12 +64,18 @@ func (h *heartbeater) shutdown() {
 
 func (h *heartbeater) beat(ctx context.Context) {
 	running := h.proc.snapshot()
-	byQueue := make(map[string][]*activeTask)
-	for _, at := range running {
-		byQueue[at.lease.Msg.Queue] = append(byQueue[at.lease.Msg.Queue], at)
+	// One renewal call per queue and lease length (queues may set their own).
+	type group struct {
+		queue string
+		lease time.Duration
 	}
-	for q, tasks := range byQueue {
-		h.renew(ctx, q, tasks)
+	groups := make(map[group][]*activeTask)
+	for _, at := range running {
+		g := group{at.lease.Msg.Queue, at.leaseDuration}
+		groups[g] = append(groups[g], at)
+	}
+	for g, tasks := range groups {
+		h.renew(ctx, g.queue, g.lease, tasks)
 	}
 	info := *h.info
 	info.ActiveTasks = make([]base.ActiveTask, 0, len(running))
@@ -81,14 +87,14 @@ func (h *heartbeater) beat(ctx context.Context) {
 	logCall(h.logger, "write server state", h.b.WriteServerState(wctx, &info, 3*h.interval))
 }
 
-func (h *heartbeater) renew(ctx context.Context, q string, tasks []*activeTask) {
+func (h *heartbeater) renew(ctx context.Context, q string, lease time.Duration, tasks []*activeTask) {
 	refs := make([]broker.LeaseRef, len(tasks))
 	for i, at := range tasks {
 		refs[i] = at.lease.Ref()
 	}
 	sent := h.clock.Now()
 	wctx, cancel := context.WithTimeout(ctx, h.interval)
-	lost, err := h.b.ExtendLeases(wctx, q, refs, h.lease)
+	lost, err := h.b.ExtendLeases(wctx, q, refs, lease)
 	cancel()
 	if err != nil {
 		logCall(h.logger, "extend leases", err, "queue", q, "tasks", len(tasks))
@@ -106,7 +112,7 @@ func (h *heartbeater) renew(ctx context.Context, q string, tasks []*activeTask) 
 	for _, id := range lost {
 		lostSet[id] = true
 	}
-	until := sent.Add(h.lease).UnixNano()
+	until := sent.Add(lease).UnixNano()
 	for _, at := range tasks {
 		if lostSet[at.lease.Msg.ID] {
 			h.logger.Warn("lease lost; cancelling the task", "queue", q, "id", at.lease.Msg.ID)

@@ -62,7 +62,9 @@ type processorParams struct {
 type activeTask struct {
 	lease   *broker.Lease
 	started time.Time
-	cancel  context.CancelCauseFunc
+	// leaseDuration is how long each renewal of the lease lasts.
+	leaseDuration time.Duration
+	cancel        context.CancelCauseFunc
 	// leaseUntil is this process's estimate of when its lease runs out
 	// (Unix nanoseconds of the local clock), renewed by the heartbeater.
 	leaseUntil atomic.Int64
@@ -132,7 +134,7 @@ func (p *processor) fetchLoop(ctx context.Context) {
 				break more
 			}
 		}
-		leases, err := p.fetch(ctx, n)
+		leases, wait, err := p.fetch(ctx, n)
 		for i := len(leases); i < n; i++ {
 			<-p.slots
 		}
@@ -147,7 +149,13 @@ func (p *processor) fetchLoop(ctx context.Context) {
 			p.handlers.Add(1)
 			go p.run(l)
 		}
-		if len(leases) == 0 && !p.sleep(poll, p.pollInterval) {
+		if len(leases) > 0 {
+			continue
+		}
+		if wait == 0 || wait > p.pollInterval {
+			wait = p.pollInterval
+		}
+		if !p.sleep(poll, wait) {
 			return
 		}
 	}
@@ -167,22 +175,31 @@ func (p *processor) sleep(poll clockwork.Timer, d time.Duration) bool {
 }
 
 // fetch tries the queues in this fetch's order and returns the tasks of
-// the first queue that has any.
-func (p *processor) fetch(ctx context.Context, n int) ([]*broker.Lease, error) {
+// the first queue that has any. When queues had nothing only because their
+// settings (max concurrency, rate limit) held them back, wait says how long
+// until one may give a task.
+func (p *processor) fetch(ctx context.Context, n int) (leases []*broker.Lease, wait time.Duration, err error) {
 	var firstErr error
 	for _, q := range p.queues.order() {
 		leases, err := p.broker.Fetch(ctx, broker.FetchParams{Queue: q, Max: n, LeaseDuration: p.leaseDuration, ServerID: p.serverID})
-		if err != nil {
+		var throttled *broker.ThrottledError
+		switch {
+		case errors.As(err, &throttled):
+			if wait == 0 || throttled.RetryIn < wait {
+				wait = throttled.RetryIn
+			}
+			continue
+		case err != nil:
 			if firstErr == nil {
 				firstErr = fmt.Errorf("queue %s: %w", q, err)
 			}
 			continue
 		}
 		if len(leases) > 0 {
-			return leases, nil
+			return leases, 0, nil
 		}
 	}
-	return nil, firstErr
+	return nil, wait, firstErr
 }
 
 // run processes one leased task and writes its outcome.
@@ -191,8 +208,11 @@ func (p *processor) run(l *broker.Lease) {
 	defer func() { <-p.slots }()
 	msg := l.Msg
 	now := p.clock.Now()
-	at := &activeTask{lease: l, started: now}
-	at.leaseUntil.Store(now.Add(p.leaseDuration).UnixNano())
+	at := &activeTask{lease: l, started: now, leaseDuration: l.Duration}
+	if at.leaseDuration <= 0 {
+		at.leaseDuration = p.leaseDuration
+	}
+	at.leaseUntil.Store(now.Add(at.leaseDuration).UnixNano())
 
 	ctx, cancel := context.WithCancelCause(p.baseContext())
 	at.cancel = cancel
@@ -332,5 +352,19 @@ func (p *processor) snapshot() []*activeTask {
 func (at *activeTask) loseLease() {
 	if at.lost.CompareAndSwap(false, true) {
 		at.cancel(ErrLeaseLost)
+	}
+}
+
+// cancelTask cancels the handler running task id, if this server runs it,
+// with ErrTaskCanceled as the cause. The handler's error then decides the
+// outcome as usual.
+func (p *processor) cancelTask(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ref, at := range p.active {
+		if ref.ID == id {
+			p.logger.Info("cancelling task on request", "queue", ref.Queue, "id", id)
+			at.cancel(ErrTaskCanceled)
+		}
 	}
 }

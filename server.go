@@ -290,7 +290,7 @@ func (srv *Server) Start(h Handler) error {
 	})
 	srv.fwd = newForwarder(b, cfg.Logger, clock, queues.names, cfg.DelayedTaskCheckInterval)
 	srv.hb = newHeartbeater(b, cfg.Logger, clock, srv.proc, &srv.info, cfg.LeaseDuration)
-	srv.sub = newSubscriber(b, cfg.Logger, clock, queues, srv.proc.signal, srv.fwd.signal)
+	srv.sub = newSubscriber(b, cfg.Logger, clock, queues, srv.proc.signal, srv.fwd.signal, srv.proc.cancelTask)
 	rec := newRecoverer(b, cfg.Logger, queues.names, cfg.RetryDelayFunc)
 	jan := newJanitor(b, cfg.Logger, queues.names, cfg.JanitorBatchSize)
 	hc := newHealthChecker(b, cfg.HealthCheckFunc)

@@ -13,19 +13,20 @@ import (
 // when one of the server's queues gets ready tasks, and the forwarder when
 // a scheduled or retry task may be due earlier than it thought.
 type subscriber struct {
-	b       broker.Broker
-	logger  *slog.Logger
-	clock   clockwork.Clock
-	queues  *queueSelector
-	onReady func()
-	onSched func()
-	cancel  context.CancelFunc
-	done    chan struct{}
+	b        broker.Broker
+	logger   *slog.Logger
+	clock    clockwork.Clock
+	queues   *queueSelector
+	onReady  func()
+	onSched  func()
+	onCancel func(taskID string)
+	cancel   context.CancelFunc
+	done     chan struct{}
 }
 
-func newSubscriber(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, queues *queueSelector, onReady, onSched func()) *subscriber {
+func newSubscriber(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, queues *queueSelector, onReady, onSched func(), onCancel func(string)) *subscriber {
 	return &subscriber{b: b, logger: logger.With("component", "htq.subscriber"), clock: clock,
-		queues: queues, onReady: onReady, onSched: onSched, done: make(chan struct{})}
+		queues: queues, onReady: onReady, onSched: onSched, onCancel: onCancel, done: make(chan struct{})}
 }
 
 func (s *subscriber) start(ctx context.Context) {
@@ -66,6 +67,8 @@ func (s *subscriber) dispatch(ev broker.Event) {
 		if s.queues.has(ev.Queue) {
 			s.onSched()
 		}
+	case broker.EventCancel:
+		s.onCancel(ev.TaskID)
 	case broker.EventResync:
 		s.onReady()
 		s.onSched()
