@@ -100,18 +100,31 @@ func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	start := time.Now()
-	store, err := openBolt(filepath.Join(dir, DataFileName), opts.LockTimeout)
+	file := filepath.Join(dir, DataFileName)
+	b := newBroker(opts)
+	b.dir, b.lock = dir, lock
+	// Read an existing file read-only first: every damaged page shows up
+	// here as an error naming the file (see openBolt).
+	if fi, err := os.Stat(file); err == nil && fi.Size() > 0 {
+		ro, err := openBolt(file, true, opts.LockTimeout)
+		if err != nil {
+			_ = lock.release()
+			return nil, err
+		}
+		b.store = ro
+		err = b.load()
+		_ = ro.close()
+		if err != nil {
+			_ = lock.release()
+			return nil, err
+		}
+	}
+	store, err := openBolt(file, false, opts.LockTimeout)
 	if err != nil {
 		_ = lock.release()
 		return nil, err
 	}
-	b := newBroker(opts)
-	b.dir, b.lock, b.store = dir, lock, store
-	if err := b.load(); err != nil {
-		_ = store.close()
-		_ = lock.release()
-		return nil, err
-	}
+	b.store = store
 	n, orphans := b.expireOrphans()
 	b.log.Info("htq: opened data directory", "dir", dir, "tasks", n, "orphaned_active", orphans, "took", time.Since(start).Round(time.Millisecond))
 	go b.commitLoop()

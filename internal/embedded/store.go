@@ -52,8 +52,15 @@ type boltStore struct {
 }
 
 // openBolt opens or creates the bbolt file and brings its schema to
-// schemaVersion.
-func openBolt(file string, lockTimeout time.Duration) (*boltStore, error) {
+// schemaVersion. readOnly opens an existing file without writing to it.
+//
+// The free-page list is not stored (NoFreelistSync, as etcd does): bbolt
+// rebuilds it at open by walking the file, instead of writing the whole list
+// at every commit, which after a large drain would be most of each commit.
+// That walk runs in a goroutine of bbolt's that cannot turn a damaged page
+// into an error, so Open first reads the whole file read-only (see
+// Broker.Open), which can.
+func openBolt(file string, readOnly bool, lockTimeout time.Duration) (*boltStore, error) {
 	if lockTimeout <= 0 {
 		lockTimeout = 50 * time.Millisecond
 	}
@@ -61,6 +68,7 @@ func openBolt(file string, lockTimeout time.Duration) (*boltStore, error) {
 		Timeout:        lockTimeout,
 		FreelistType:   bolt.FreelistMapType,
 		NoFreelistSync: true,
+		ReadOnly:       readOnly,
 	}
 	db, err := openBoltSafe(file, opts)
 	if err != nil {
@@ -74,6 +82,9 @@ func openBolt(file string, lockTimeout time.Duration) (*boltStore, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, file, err)
 	}
 	s := &boltStore{db: db, file: file}
+	if readOnly {
+		return s, nil
+	}
 	if err := s.migrate(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -144,6 +155,21 @@ func (s *boltStore) guard(f func() error) (err error) {
 func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error, queue func(name string, flags byte) error) error {
 	return s.guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
+			if meta := tx.Bucket(bucketMeta); meta != nil {
+				if v, n := binary.Uvarint(meta.Get(keyVersion)); n > 0 && v > schemaVersion {
+					return fmt.Errorf("htq: %s has schema version %d, written by a newer htq; this one reads up to %d", s.file, v, schemaVersion)
+				}
+			}
+			if tx.Bucket(bucketQueues) == nil || tx.Bucket(bucketTasks) == nil {
+				return tasks(nil, nil) // a file whose schema was never written
+			}
+			// The counters are not needed in memory, but reading them
+			// proves their pages readable.
+			if st := tx.Bucket(bucketStats); st != nil {
+				if err := st.ForEach(func(k, v []byte) error { return nil }); err != nil {
+					return err
+				}
+			}
 			if err := tx.Bucket(bucketQueues).ForEach(func(k, v []byte) error {
 				var flags byte
 				if len(v) > 0 {

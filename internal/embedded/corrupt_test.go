@@ -1,0 +1,131 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
+)
+
+// fillDir makes a data directory holding n pending tasks and returns the
+// path of its data file.
+func fillDir(t *testing.T, dir string, n int) string {
+	t.Helper()
+	b, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]broker.EnqueueParams, n)
+	for i := range ps {
+		ps[i] = broker.EnqueueParams{Msg: &base.TaskMessage{ID: fmt.Sprintf("t%06d", i), Type: "x", Payload: make([]byte, 100), Queue: "q"}}
+	}
+	for _, err := range b.EnqueueBatch(t.Context(), ps) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, DataFileName)
+}
+
+// wantCorrupt opens dir and wants an error wrapping ErrCorrupt that names
+// the data file.
+func wantCorrupt(t *testing.T, dir string) {
+	t.Helper()
+	b, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
+	if err == nil {
+		_ = b.Close()
+		t.Fatal("Open of a damaged file succeeded")
+	}
+	file := filepath.Join(dir, DataFileName)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), file) {
+		t.Fatalf("Open of a damaged file: got %v, want ErrCorrupt naming %s", err, file)
+	}
+	t.Logf("error: %v", err)
+}
+
+func TestCorruptNotADatabase(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, DataFileName), []byte(strings.Repeat("not a bbolt file\n", 1000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantCorrupt(t, dir)
+}
+
+func TestCorruptTruncated(t *testing.T) {
+	dir := t.TempDir()
+	file := fillDir(t, dir, 5000)
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(file, fi.Size()/3); err != nil {
+		t.Fatal(err)
+	}
+	wantCorrupt(t, dir)
+}
+
+func TestCorruptTruncatedToOnePage(t *testing.T) {
+	dir := t.TempDir()
+	file := fillDir(t, dir, 10)
+	if err := os.Truncate(file, 4096); err != nil {
+		t.Fatal(err)
+	}
+	wantCorrupt(t, dir)
+}
+
+func TestCorruptDamagedPages(t *testing.T) {
+	dir := t.TempDir()
+	file := fillDir(t, dir, 5000)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Overwrite every page after the two meta pages and the first few
+	// with a pattern: branch and leaf pages both get hit.
+	for off := 6 * 4096; off+4096 <= len(data); off += 4096 {
+		for i := 0; i < 64; i++ {
+			data[off+i] = 0xA5
+		}
+	}
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantCorrupt(t, dir)
+}
+
+func TestCorruptRecord(t *testing.T) {
+	dir := t.TempDir()
+	file := fillDir(t, dir, 10)
+	s, err := openBolt(file, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBatch()
+	b.tasks[3] = []byte{recordVersion, 2, 200} // truncated after the state
+	if err := s.commit(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.close(); err != nil {
+		t.Fatal(err)
+	}
+	wantCorrupt(t, dir)
+}
+
+func TestPathIsAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(t.Context(), file, Options{})
+	if !errors.Is(err, base.ErrInvalidArgument) {
+		t.Fatalf("Open of a file path: got %v, want ErrInvalidArgument", err)
+	}
+}
