@@ -54,6 +54,9 @@ type Broker struct {
 
 	committerDone chan struct{}
 
+	// commitFn writes a batch; tests replace it to make writes fail.
+	commitFn func(*batch) error
+
 	// commits and commitTime count the committer's transactions and the
 	// time they took (guarded by mu), for CommitStats.
 	commits    int64
@@ -125,6 +128,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.store = store
+	b.commitFn = store.commit
 	n, orphans := b.expireOrphans()
 	b.log.Info("htq: opened data directory", "dir", dir, "tasks", n, "orphaned_active", orphans, "took", time.Since(start).Round(time.Millisecond))
 	go b.commitLoop()
@@ -325,7 +329,7 @@ func (b *Broker) commitLoop() {
 		b.inflight = cur.done
 		b.mu.Unlock()
 		start := time.Now()
-		err := b.store.commit(cur)
+		err := b.commitFn(cur)
 		took := time.Since(start)
 		b.mu.Lock()
 		b.inflight = nil
