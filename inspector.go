@@ -477,20 +477,13 @@ func (i *Inspector) Groups(queue string) ([]*GroupInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx := context.Background()
-	names, err := a.ListGroups(ctx, queue)
+	groups, err := a.ListGroups(context.Background(), queue)
 	if err != nil {
 		return nil, fmt.Errorf("htq: groups of %s: %w", queue, err)
 	}
-	out := make([]*GroupInfo, 0, len(names))
-	for _, g := range names {
-		// A page of one bounded by the group's size would need a count
-		// operation; list up to 100,000 IDs at most to size the group.
-		tis, err := a.ListTasks(ctx, broker.ListParams{Queue: queue, State: base.StateAggregating, Group: g, Limit: 100000})
-		if err != nil {
-			return nil, fmt.Errorf("htq: group %s of %s: %w", g, queue, err)
-		}
-		out = append(out, &GroupInfo{Group: g, Size: len(tis)})
+	out := make([]*GroupInfo, len(groups))
+	for k, g := range groups {
+		out[k] = &GroupInfo{Group: g.Group, Size: g.Size}
 	}
 	return out, nil
 }

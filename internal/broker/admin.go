@@ -64,8 +64,9 @@ type Admin interface {
 	// can read its result.
 	WatchTask(ctx context.Context, queue, id string) (*base.TaskInfo, error)
 
-	// ListGroups lists the groups of a queue that hold aggregating tasks.
-	ListGroups(ctx context.Context, queue string) ([]string, error)
+	// ListGroups lists the groups of a queue that hold aggregating tasks,
+	// sorted by name, with their sizes.
+	ListGroups(ctx context.Context, queue string) ([]GroupStats, error)
 	// TakeGroup checks, on the storage clock, whether a group is ready
 	// (it holds p.MaxSize tasks or more, its oldest task waited p.MaxDelay,
 	// or its newest waited p.GracePeriod) and if so moves up to p.MaxSize
@@ -145,6 +146,12 @@ type QueueSettings struct {
 	// LeaseDuration, when set, replaces the servers' lease for this
 	// queue's tasks (for long tasks).
 	LeaseDuration time.Duration
+}
+
+// GroupStats describes one group of aggregating tasks.
+type GroupStats struct {
+	Group string
+	Size  int
 }
 
 // TakeGroupParams says when a group is ready to aggregate.
