@@ -129,6 +129,11 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Broker, error) {
 		b.Close()
 		return nil, err
 	}
+	// Loading the scripts now saves each first call a NOSCRIPT round trip;
+	// when it fails (an ACL without SCRIPT, say), calls fall back to EVAL.
+	if err := b.loadScripts(ctx); err != nil {
+		b.log.Warn("rdb: cannot preload scripts; they will be sent with EVAL", "err", err)
+	}
 	return b, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"fmt"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -97,9 +98,28 @@ func (b *Broker) run(ctx context.Context, c call) rueidis.RedisResult {
 	return r
 }
 
+// loadScripts loads every script into the script cache of every node, in
+// one pipeline per node, so that EVALSHA finds them.
+func (b *Broker) loadScripts(ctx context.Context) error {
+	for addr, n := range b.c.Nodes() {
+		cmds := make([]rueidis.Completed, len(allScripts))
+		for i, s := range allScripts {
+			cmds[i] = n.B().ScriptLoad().Script(s.src).Build()
+		}
+		for _, r := range n.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil {
+				return fmt.Errorf("rdb: load scripts into %s: %w", addr, err)
+			}
+		}
+	}
+	return nil
+}
+
 // runMulti runs many script calls in one round trip (DoMulti); extra
 // commands (not scripts) are sent first in the same pipeline and their
-// results come first. Calls that meet NOSCRIPT are sent again with EVAL.
+// results come first. When calls meet NOSCRIPT (the script cache was lost),
+// the scripts are loaded again on every node and those calls resent; a
+// call that still meets NOSCRIPT is sent with EVAL.
 func (b *Broker) runMulti(ctx context.Context, extra []rueidis.Completed, calls []call) []rueidis.RedisResult {
 	cmds := make([]rueidis.Completed, 0, len(extra)+len(calls))
 	cmds = append(cmds, extra...)
@@ -114,14 +134,27 @@ func (b *Broker) runMulti(ctx context.Context, extra []rueidis.Completed, calls 
 			again = append(again, i)
 		}
 	}
-	if len(again) > 0 {
-		retry := make([]rueidis.Completed, len(again))
-		for j, i := range again {
+	if len(again) == 0 {
+		return res
+	}
+	useEval := b.loadScripts(ctx) != nil
+	retry := make([]rueidis.Completed, len(again))
+	for j, i := range again {
+		if useEval {
 			retry[j] = calls[i].eval(bd)
+		} else {
+			retry[j] = calls[i].evalsha(bd)
 		}
-		for j, r := range b.c.DoMulti(ctx, retry...) {
-			res[len(extra)+again[j]] = r
+	}
+	var still []int
+	for j, r := range b.c.DoMulti(ctx, retry...) {
+		res[len(extra)+again[j]] = r
+		if !useEval && isNoScript(r.Error()) {
+			still = append(still, again[j])
 		}
+	}
+	for _, i := range still {
+		res[len(extra)+i] = b.c.Do(ctx, calls[i].eval(bd))
 	}
 	return res
 }

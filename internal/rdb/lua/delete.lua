@@ -6,11 +6,11 @@
 -- ARGV[1] task ID
 -- Returns 1 when deleted, -1 when there is no such task, -2 when it is
 -- active.
-local f = redis.call('HMGET', KEYS[1], 's', 'u', 'g')
-if not f[1] then return -1 end
+local f = redis.call('HMGET', KEYS[1], 's', 'u', 'g', 'm')
+if not f[4] then return -1 end
 if redis.call('HEXISTS', KEYS[10], ARGV[1]) == 1 then return -2 end
 local id = ARGV[1]
-local s = f[1]
+local s = f[1] or '2'
 if s == '2' then
   redis.call('LREM', KEYS[2], 1, id)
 elseif s == '3' then

@@ -10,32 +10,39 @@
 -- -1 when the task ID is taken, -2 when the unique lock is held.
 -- Publishes r:<queue> when pending went from empty to one task and
 -- s:<queue> when the task became the earliest scheduled one.
-if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
-local now = now_ms(ARGV[1])
+-- A plain task (no unique key, group or due time) costs HSETNX + LPUSH:
+-- HSETNX is both the ID check and the first write.
 local id = ARGV[2]
-local ukey = ARGV[5]
+local ukey, gkey, at = ARGV[5], ARGV[8], tonumber(ARGV[4])
+local now
 if ukey ~= '' then
+  -- The ID check comes first, so that a taken ID is reported as such.
+  if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+  now = now_ms(ARGV[1])
   local v = redis.call('GET', KEYS[4] .. ukey)
   if v then
     local exp = tonumber(string.sub(v, 1, (string.find(v, ':', 1, true) or 1) - 1))
     if exp and exp > now then return -2 end
   end
 end
--- Every precondition holds: write.
-local state
-local gkey = ARGV[8]
-local at = tonumber(ARGV[4])
+local state = 2
 if gkey ~= '' then
   state = 7
-elseif at > now then
-  state = 3
-else
-  state = 2
+  now = now or now_ms(ARGV[1])
+elseif at > 0 then
+  now = now or now_ms(ARGV[1])
+  if at > now then state = 3 end
 end
-local h = {'m', ARGV[3], 's', state}
+-- Every precondition but the ID holds; HSETNX checks it and writes first.
+if redis.call('HSETNX', KEYS[1], 'm', ARGV[3]) == 0 then return -1 end
+local h = {}
+if state ~= 2 then
+  h[1] = 's'
+  h[2] = state
+end
 if ukey ~= '' then
-  h[5] = 'u'
-  h[6] = ukey
+  h[#h + 1] = 'u'
+  h[#h + 1] = ukey
   redis.call('SET', KEYS[4] .. ukey, istr(now + tonumber(ARGV[6])) .. ':' .. id, 'PX', ARGV[7])
 end
 if ARGV[9] ~= '0' then
@@ -46,7 +53,7 @@ if state == 7 then
   h[#h + 1] = 'g'
   h[#h + 1] = gkey
 end
-redis.call('HSET', KEYS[1], unpack(h))
+if #h > 0 then redis.call('HSET', KEYS[1], unpack(h)) end
 if state == 7 then
   redis.call('ZADD', KEYS[5] .. gkey, now, id)
   redis.call('SADD', KEYS[6], gkey)
@@ -55,9 +62,7 @@ elseif state == 3 then
   if is_earliest(KEYS[3], id) then
     redis.call('PUBLISH', ARGV[10], 's:' .. ARGV[11])
   end
-else
-  if redis.call('LPUSH', KEYS[2], id) == 1 then
-    redis.call('PUBLISH', ARGV[10], 'r:' .. ARGV[11])
-  end
+elseif redis.call('LPUSH', KEYS[2], id) == 1 then
+  redis.call('PUBLISH', ARGV[10], 'r:' .. ARGV[11])
 end
 return state

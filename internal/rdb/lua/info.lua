@@ -7,7 +7,11 @@
 -- deadline (active) or the due time (scheduled, retry).
 local f = redis.call('HMGET', KEYS[1], 'm', 's', 'n', 'e', 'f', 'r', 'c')
 if not f[1] then return false end
-if redis.call('HEXISTS', KEYS[5], ARGV[2]) == 1 then f[2] = '1' end
+if redis.call('HEXISTS', KEYS[5], ARGV[2]) == 1 then
+  f[2] = '1'
+elseif not f[2] then
+  f[2] = '2'
+end
 local score = false
 if f[2] == '1' then
   score = redis.call('ZSCORE', KEYS[2], ARGV[2])

@@ -36,10 +36,15 @@ for _, key in ipairs(redis.call('KEYS', ARGV[1])) do
   local f = redis.call('HMGET', key, 's', 'm')
   f[3] = f[2]
   f[2] = redis.call('HGET', KEYS[10], id)
-  -- An active task keeps s = 2 (pending); the leases hash says it is active.
+  -- Pending and active tasks have no s; the leases hash tells active.
+  if f[1] == '1' or f[1] == '2' then
+    bad[#bad + 1] = 'task ' .. id .. ' has s = ' .. f[1] .. ' (pending and active tasks have none)'
+  end
   if f[2] then
-    if f[1] ~= '2' then bad[#bad + 1] = 'leased task ' .. id .. ' has s = ' .. tostring(f[1]) .. ', want 2' end
+    if f[1] then bad[#bad + 1] = 'leased task ' .. id .. ' has s = ' .. f[1] .. ', want none' end
     f[1] = '1'
+  elseif not f[1] then
+    f[1] = '2'
   end
   local w = where[id]
   if not f[3] then bad[#bad + 1] = 'task ' .. id .. ': no message field' end

@@ -1,11 +1,12 @@
 -- lib.lua: helpers prepended to every script of this directory when it is
 -- loaded (scripts.go). Task hash fields: m message (binary, Go codec),
--- s state (1 active .. 7 aggregating, as base.TaskState), n retried,
+-- s state (3 scheduled .. 7 aggregating, as base.TaskState; absent while
+-- pending or active), n retried,
 -- e last error, f last failure (ms), u unique key, R retention (ms),
 -- g group key, r result, c completion time (ms).
 -- A task is active exactly when the queue's leases hash (ID -> lease
--- token) holds its ID; its s field then still says 2 (pending), the state
--- it was fetched from, so that Fetch writes no task hash and Complete
+-- token) holds its ID; its s field is then absent, as it was while the
+-- task was pending, so that Fetch writes no task hash and Complete
 -- checks a whole batch of tokens with one HMGET. A token is
 -- "<server ID>/<random>.<n>", with '+' appended when its task has a
 -- unique key or a retention (the only tasks Complete must read).

@@ -1,6 +1,7 @@
 -- requeue.lua: moves an active task back to the head of pending (the next
 -- to be fetched) without counting an attempt; its lease ends.
--- KEYS[1] task hash (its s field already says pending)  KEYS[2] active zset
+-- KEYS[1] task hash (unused: an active task's hash already reads pending)
+-- KEYS[2] active zset
 -- KEYS[3] leases hash  KEYS[4] pending list
 -- ARGV[1] task ID  ARGV[2] lease token  ARGV[3] events channel
 -- ARGV[4] queue name
