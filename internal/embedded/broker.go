@@ -119,6 +119,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
 		_ = ro.close()
 		if err != nil {
 			_ = lock.release()
+			if errors.Is(err, ErrCorrupt) {
+				err = fmt.Errorf("%w (Salvage copies the readable tasks to a new directory: docs/adr/0002-embedded-store.md, Recovery)", err)
+			}
 			return nil, err
 		}
 	}

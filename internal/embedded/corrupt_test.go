@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
@@ -127,5 +128,47 @@ func TestPathIsAFile(t *testing.T) {
 	_, err := Open(t.Context(), file, Options{})
 	if !errors.Is(err, base.ErrInvalidArgument) {
 		t.Fatalf("Open of a file path: got %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestSalvage damages a few pages in the middle of a file that Open then
+// refuses, and Salvage copies what is left into a directory that opens.
+func TestSalvage(t *testing.T) {
+	src := t.TempDir()
+	file := fillDir(t, src, 20000)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := len(data) / 4096
+	for _, p := range []int{pages / 3, pages / 2, pages/2 + 1} {
+		for i := 0; i < 4096; i++ {
+			data[p*4096+i] = 0x5A
+		}
+	}
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantCorrupt(t, src)
+	dst := filepath.Join(t.TempDir(), "salvaged")
+	rep, err := Salvage(t.Context(), src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", rep)
+	if rep.Tasks < 19000 || rep.Tasks >= 20000 || rep.DamagedRanges == 0 {
+		t.Fatalf("salvage: %+v; want most of 20000 tasks and some damage", rep)
+	}
+	b, err := Open(t.Context(), dst, Options{Logger: discardLogger()})
+	if err != nil {
+		t.Fatalf("Open of the salvaged directory: %v", err)
+	}
+	defer b.Close()
+	if err := b.CheckInvariants(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := b.Fetch(t.Context(), broker.FetchParams{Queue: "q", Max: 100000, LeaseDuration: time.Minute})
+	if err != nil || len(ls) != rep.Tasks {
+		t.Fatalf("Fetch from the salvaged directory: %d tasks, %v; want %d", len(ls), err, rep.Tasks)
 	}
 }

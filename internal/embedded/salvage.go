@@ -1,0 +1,174 @@
+package embedded
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// SalvageReport tells what Salvage did.
+type SalvageReport struct {
+	// Tasks is how many task records were copied.
+	Tasks int
+	// BadRecords is how many records were readable as bytes but did not
+	// decode; they were left behind.
+	BadRecords int
+	// DamagedRanges is how many runs of unreadable pages were skipped; the
+	// tasks on them are lost.
+	DamagedRanges int
+}
+
+// Salvage is the way back from a data file Open refuses as corrupt: it
+// copies every task record that can still be read from the data directory
+// src into the new data directory dst (created; it must not hold a data file
+// yet), skipping damaged pages and records that do not decode. Then replace
+// src with dst. Tasks that were on damaged pages are lost; counters are not
+// copied. Neither directory may be open.
+func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
+	var rep SalvageReport
+	srcFile := filepath.Join(src, DataFileName)
+	dstFile := filepath.Join(dst, DataFileName)
+	if _, err := os.Stat(dstFile); err == nil {
+		return rep, fmt.Errorf("htq: salvage: %s already exists", dstFile)
+	}
+	srcLock, err := lockDir(src, 0)
+	if err != nil {
+		return rep, err
+	}
+	defer srcLock.release()
+	in, err := openBolt(srcFile, true, 0)
+	if err != nil {
+		return rep, fmt.Errorf("htq: salvage: %w (both header pages are damaged: nothing can be read)", err)
+	}
+	defer in.close()
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return rep, fmt.Errorf("htq: salvage: %w", err)
+	}
+	dstLock, err := lockDir(dst, 0)
+	if err != nil {
+		return rep, err
+	}
+	defer dstLock.release()
+	out, err := openBolt(dstFile, false, 0)
+	if err != nil {
+		return rep, err
+	}
+	defer out.close()
+
+	var walkErr error
+	err = in.db.View(func(tx *bolt.Tx) error {
+		var tasks *bolt.Bucket
+		if err := in.guard(func() error { tasks = tx.Bucket(bucketTasks); return nil }); err != nil || tasks == nil {
+			return fmt.Errorf("htq: salvage: the tasks of %s cannot be found: %v", srcFile, err)
+		}
+		b := newBatch()
+		flush := func() error {
+			if b.empty() {
+				return nil
+			}
+			err := out.commit(b)
+			b = newBatch()
+			return err
+		}
+		// Walk records in key order. When a page cannot be read, find the
+		// smallest key past the damage from which a seek works again.
+		next := uint64(0)
+		for next != math.MaxUint64 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			last, err := walkFrom(in, tasks, next, func(seq uint64, rec []byte) {
+				t, err := decodeTask(seq, rec, nil)
+				if err != nil {
+					rep.BadRecords++
+					return
+				}
+				b.tasks[seq] = append([]byte(nil), rec...)
+				b.queues[t.msg.Queue] = 0
+				rep.Tasks++
+			})
+			if ferr := flush(); ferr != nil {
+				return ferr
+			}
+			if err == nil {
+				return nil // the end
+			}
+			rep.DamagedRanges++
+			from := last + 1
+			if from == next {
+				// Not even the first seek's page could be read.
+				from = next + 1
+			}
+			resume, ok := findResume(in, tasks, from)
+			if !ok {
+				walkErr = fmt.Errorf("nothing readable after record %d: %v", last, err)
+				return nil
+			}
+			next = resume
+		}
+		return nil
+	})
+	if err == nil {
+		err = walkErr
+	}
+	if err != nil {
+		return rep, fmt.Errorf("htq: salvage of %s: %w", srcFile, err)
+	}
+	return rep, nil
+}
+
+// walkFrom calls f for records from key from on until the end or a damaged
+// page (err). last is the last key it read (from-1 if none).
+func walkFrom(s *boltStore, tasks *bolt.Bucket, from uint64, f func(uint64, []byte)) (last uint64, err error) {
+	last = from - 1
+	err = s.guard(func() error {
+		c := tasks.Cursor()
+		for k, v := c.Seek(seqKey(from)); k != nil; k, v = c.Next() {
+			if len(k) != 8 {
+				continue
+			}
+			last = binary.BigEndian.Uint64(k)
+			f(last, v)
+		}
+		return nil
+	})
+	return last, err
+}
+
+// findResume returns the smallest key >= from at which a seek succeeds,
+// probing further away each time, then narrowing down.
+func findResume(s *boltStore, tasks *bolt.Bucket, from uint64) (uint64, bool) {
+	seeks := func(k uint64) bool {
+		return s.guard(func() error {
+			tasks.Cursor().Seek(seqKey(k))
+			return nil
+		}) == nil
+	}
+	bad, step := from, uint64(1)
+	good := uint64(0)
+	for probe := from; ; probe = from + step {
+		if seeks(probe) {
+			good = probe
+			break
+		}
+		bad = probe
+		if step > math.MaxUint64/4 {
+			return 0, false
+		}
+		step *= 2
+	}
+	for good-bad > 1 && good > from {
+		mid := bad + (good-bad)/2
+		if seeks(mid) {
+			good = mid
+		} else {
+			bad = mid
+		}
+	}
+	return good, true
+}
