@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -97,6 +98,19 @@ type Config struct {
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
 
+	// GroupAggregator, when set, turns each group of tasks enqueued with
+	// the Group option into one task (default: groups are not aggregated).
+	GroupAggregator GroupAggregator
+	// GroupMaxSize aggregates a group once it holds this many tasks
+	// (0: no size limit).
+	GroupMaxSize int
+	// GroupMaxDelay aggregates a group once its oldest task has waited
+	// this long (0: no limit).
+	GroupMaxDelay time.Duration
+	// GroupGracePeriod aggregates a group once no task has joined it for
+	// this long (default 1 min).
+	GroupGracePeriod time.Duration
+
 	// clock drives every wait of the server's components (tests).
 	clock clockwork.Clock
 }
@@ -141,6 +155,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.TaskCheckInterval, defaultTaskCheck)
 	setDur(&c.JanitorInterval, defaultJanitorInterval)
 	setDur(&c.LeaseDuration, defaultLeaseDuration)
+	setDur(&c.GroupGracePeriod, defaultGroupGracePeriod)
 	if c.JanitorBatchSize == 0 {
 		c.JanitorBatchSize = defaultJanitorBatchSize
 	}
@@ -176,6 +191,8 @@ func (c Config) Validate() error {
 		"TaskCheckInterval":        c.TaskCheckInterval,
 		"JanitorInterval":          c.JanitorInterval,
 		"LeaseDuration":            c.LeaseDuration,
+		"GroupMaxDelay":            c.GroupMaxDelay,
+		"GroupGracePeriod":         c.GroupGracePeriod,
 	} {
 		if d < 0 {
 			return bad("%s %v is negative", name, d)
@@ -183,6 +200,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaseDuration != 0 && c.LeaseDuration < minLeaseDuration {
 		return bad("LeaseDuration %v is shorter than %v", c.LeaseDuration, minLeaseDuration)
+	}
+	if c.GroupMaxSize < 0 {
+		return bad("GroupMaxSize %d is negative", c.GroupMaxSize)
 	}
 	if c.JanitorBatchSize < 0 {
 		return bad("JanitorBatchSize %d is negative", c.JanitorBatchSize)
@@ -298,6 +318,14 @@ func (srv *Server) Start(h Handler) error {
 		newPeriodic("recoverer", clock, recoverInterval(cfg.LeaseDuration), rec.exec),
 		newPeriodic("janitor", clock, cfg.JanitorInterval, jan.exec),
 		newPeriodic("healthchecker", clock, cfg.HealthCheckInterval, hc.exec),
+	}
+	if cfg.GroupAggregator != nil {
+		admin, ok := b.(broker.Admin)
+		if !ok {
+			return errNoAdmin
+		}
+		agg := newAggregator(srv.s, admin, cfg.Logger, queues.names, cfg)
+		srv.bg = append(srv.bg, newPeriodic("aggregator", clock, aggregatorInterval(cfg.GroupGracePeriod), agg.exec))
 	}
 
 	srv.hb.start(srv.ctx)
