@@ -31,6 +31,9 @@ var (
 	ErrStorageClosed = base.ErrStorageClosed
 	// ErrUnknownScheme means Open was given a URL whose scheme htq does not know.
 	ErrUnknownScheme = base.ErrUnknownScheme
+	// ErrWrongState means the task is not in a state the operation applies
+	// to (e.g. RunTask of a pending task, DeleteTask of an active one).
+	ErrWrongState = base.ErrWrongState
 	// ErrServerClosed is returned by Start and Run on a Server that was
 	// already shut down.
 	ErrServerClosed = errors.New("htq: server closed")
