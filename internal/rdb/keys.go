@@ -19,8 +19,9 @@ const (
 	// keyServerPrefix + server ID holds a server's presence record (JSON).
 	keyServerPrefix = "htq:server:"
 	// channelEvents carries the hints of broker.Event: "r:<queue>" (pending
-	// went from empty to not empty) and "s:<queue>" (a scheduled or retry
-	// task became the earliest of its zset).
+	// went from empty to not empty), "s:<queue>" (a scheduled or retry task
+	// became the earliest of its zset), "c:<task ID>" (cancel its handler)
+	// and "d:<queue>:<task ID>" (a watched task completed or was archived).
 	channelEvents = "htq:events"
 )
 
@@ -28,6 +29,8 @@ const (
 const (
 	eventReadyPrefix     = "r:"
 	eventScheduledPrefix = "s:"
+	eventCancelPrefix    = "c:"
+	eventDonePrefix      = "d:"
 )
 
 // serverKey names the presence record of server id.

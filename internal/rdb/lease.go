@@ -51,6 +51,7 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	msgs := make([]base.TaskMessage, n)
 	out := make([]*broker.Lease, 0, n)
 	dl := time.UnixMilli(deadline)
+	dur := time.Duration(ms(p.LeaseDuration)) * time.Millisecond
 	var firstErr error
 	for i := 0; i < n; i++ {
 		f := vals[1+6*i : 7+6*i] // id, token, m, n, e, f
@@ -71,6 +72,7 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 		}
 		l.Deadline = dl
+		l.Duration = dur
 		out = append(out, l)
 	}
 	if len(out) == 0 && firstErr != nil {

@@ -551,14 +551,24 @@ func TestDecodeEvent(t *testing.T) {
 	for in, want := range map[string]broker.Event{
 		"r:default": {Kind: broker.EventReady, Queue: "default"},
 		"s:a b":     {Kind: broker.EventScheduled, Queue: "a b"},
+		"c:id:1":    {Kind: broker.EventCancel, TaskID: "id:1"},
+		"d:q:id:1":  {Kind: broker.EventDone, Queue: "q", TaskID: "id:1"},
 	} {
 		if got, ok := decodeEvent(in); !ok || got != want {
 			t.Errorf("decodeEvent(%q) = %v, %v", in, got, ok)
 		}
 	}
-	for _, in := range []string{"", "r:", "x:q", "ready"} {
+	for _, in := range []string{"", "r:", "x:q", "ready", "c:", "d:q", "d::x", "d:q:"} {
 		if _, ok := decodeEvent(in); ok {
 			t.Errorf("decodeEvent(%q) accepted", in)
 		}
+	}
+}
+
+// TestScriptsCompile loads every script into Redis.
+func TestScriptsCompile(t *testing.T) {
+	b := newTestBroker(t, nil)
+	if err := b.loadScripts(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

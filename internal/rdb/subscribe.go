@@ -187,5 +187,14 @@ func decodeEvent(msg string) (broker.Event, bool) {
 	if q, ok := strings.CutPrefix(msg, eventScheduledPrefix); ok && q != "" {
 		return broker.Event{Kind: broker.EventScheduled, Queue: q}, true
 	}
+	if id, ok := strings.CutPrefix(msg, eventCancelPrefix); ok && id != "" {
+		return broker.Event{Kind: broker.EventCancel, TaskID: id}, true
+	}
+	if rest, ok := strings.CutPrefix(msg, eventDonePrefix); ok {
+		// Queue names hold no ':', so the first one ends the queue.
+		if q, id, ok := strings.Cut(rest, ":"); ok && q != "" && id != "" {
+			return broker.Event{Kind: broker.EventDone, Queue: q, TaskID: id}, true
+		}
+	}
 	return broker.Event{}, false
 }

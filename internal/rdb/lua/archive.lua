@@ -8,7 +8,7 @@
 -- ARGV[6] max archive size  ARGV[7] max archive age ms
 -- Returns 1 when archived, 0 when the lease is lost.
 local id = ARGV[2]
-if redis.call('HGET', KEYS[3], id) ~= ARGV[3] then return 0 end
+if not holds(redis.call('HGET', KEYS[3], id), ARGV[3]) then return 0 end
 local now = now_ms(ARGV[1])
 if ARGV[5] == '1' then
   local d = redis.call('ZSCORE', KEYS[2], id)

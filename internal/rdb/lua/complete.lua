@@ -22,12 +22,12 @@ local res, done, dels, seen = {}, {}, {}, {}
 for n = 1, #ids do
   local id = ids[n]
   local tok = ARGV[2 * n + 1]
-  if held[n] == tok and not seen[id] then
+  if holds(held[n], tok) and not seen[id] then
     seen[id] = true
     done[#done + 1] = id
     local tk = KEYS[4] .. id
     local keep = 0
-    if string.byte(tok, -1) == 43 then -- '+': unique key or retention
+    if string.byte(held[n], -1) == 43 then -- '+': the task must be read
       local f = redis.call('HMGET', tk, 'u', 'R')
       release_unique(KEYS[5], f[1], id)
       keep = tonumber(f[2] or '0')

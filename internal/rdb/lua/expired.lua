@@ -9,6 +9,7 @@ local out = {}
 for i = 1, #ids, 2 do
   local id = ids[i]
   local tok = redis.call('HGET', KEYS[2], id)
+  if tok and string.byte(tok, -1) == 43 then tok = string.sub(tok, 1, -2) end
   local f = redis.call('HMGET', KEYS[3] .. id, 'm', 'n', 'e', 'f')
   if tok and f[1] then
     out[#out + 1] = id

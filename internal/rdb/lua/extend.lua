@@ -11,7 +11,7 @@ local out = {deadline}
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local d = redis.call('ZSCORE', KEYS[1], id)
-  if d and tonumber(d) > now and redis.call('HGET', KEYS[2], id) == ARGV[i + 1] then
+  if d and tonumber(d) > now and holds(redis.call('HGET', KEYS[2], id), ARGV[i + 1]) then
     redis.call('ZADD', KEYS[1], deadline, id)
   else
     out[#out + 1] = id

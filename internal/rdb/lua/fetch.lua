@@ -6,9 +6,9 @@
 -- ARGV[4] token prefix ("<server ID>/<random>.", from the caller)
 -- Returns {} when the queue is paused or empty, else
 -- {deadline ms, id, token, m, n, e, f, id, token, m, n, e, f, ...}. The
--- i-th task's token is ARGV[4] .. i, with '+' appended when the task has a
--- unique key or a retention. An ID without a task hash (never written by
--- these scripts) is dropped from pending.
+-- i-th task's token is ARGV[4] .. i; the leases hash stores it with '+'
+-- appended when the task has a unique key or a retention. An ID without a
+-- task hash (never written by these scripts) is dropped from pending.
 if redis.call('EXISTS', KEYS[4]) == 1 then return {} end
 local ids = redis.call('RPOP', KEYS[1], ARGV[2])
 if not ids then return {} end
@@ -23,11 +23,12 @@ for _, id in ipairs(ids) do
   if f[1] then
     n = n + 1
     local tok = ARGV[4] .. n
-    if f[5] or f[6] then tok = tok .. '+' end
+    local held = tok
+    if f[5] or f[6] then held = tok .. '+' end
     zadd[#zadd + 1] = deadline
     zadd[#zadd + 1] = id
     lset[#lset + 1] = id
-    lset[#lset + 1] = tok
+    lset[#lset + 1] = held
     out[#out + 1] = id
     out[#out + 1] = tok
     out[#out + 1] = f[1]

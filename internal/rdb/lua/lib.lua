@@ -8,8 +8,9 @@
 -- token) holds its ID; its s field is then absent, as it was while the
 -- task was pending, so that Fetch writes no task hash and Complete
 -- checks a whole batch of tokens with one HMGET. A token is
--- "<server ID>/<random>.<n>", with '+' appended when its task has a
--- unique key or a retention (the only tasks Complete must read).
+-- "<server ID>/<random>.<n>"; the leases hash stores it with '+' appended
+-- when Complete must read the task (it has a unique key or a retention,
+-- or is watched).
 
 -- now_ms returns the time in ms: arg when the caller passed one (tests with
 -- a fake clock), else the Redis server's TIME.
@@ -58,6 +59,12 @@ local function call_many(cmd, key, args)
     redis.call(cmd, key, unpack(args, i, j))
     i = j + 1
   end
+end
+
+-- holds tells whether held, a value of the leases hash, is token tok.
+local function holds(held, tok)
+  if not held or tok == '' then return false end
+  return held == tok or held == tok .. '+'
 end
 
 -- is_earliest tells whether member id has the lowest score of zset key.

@@ -8,7 +8,7 @@
 -- Returns 1 when requeued, 0 when the lease is lost. Publishes r:<queue>
 -- when pending went from empty to one task.
 local id = ARGV[1]
-if redis.call('HGET', KEYS[3], id) ~= ARGV[2] then return 0 end
+if not holds(redis.call('HGET', KEYS[3], id), ARGV[2]) then return 0 end
 redis.call('ZREM', KEYS[2], id)
 redis.call('HDEL', KEYS[3], id)
 if redis.call('RPUSH', KEYS[4], id) == 1 then

@@ -10,7 +10,7 @@
 -- or, with ARGV[7], not expired yet). Publishes s:<queue> when the task
 -- became the earliest retry task.
 local id = ARGV[2]
-if redis.call('HGET', KEYS[3], id) ~= ARGV[3] then return 0 end
+if not holds(redis.call('HGET', KEYS[3], id), ARGV[3]) then return 0 end
 local now = now_ms(ARGV[1])
 if ARGV[7] == '1' then
   local d = redis.call('ZSCORE', KEYS[2], id)
