@@ -295,6 +295,13 @@ func (srv *Server) Start(h Handler) error {
 	}
 
 	cfg, b, clock := srv.cfg, srv.s.b, srv.cfg.clock
+	var admin broker.Admin
+	if cfg.GroupAggregator != nil {
+		var ok bool
+		if admin, ok = b.(broker.Admin); !ok {
+			return errNoAdmin
+		}
+	}
 	srv.ctx, srv.cancel = context.WithCancel(context.Background())
 	srv.info.Started = clock.Now()
 	srv.info.Status = "active"
@@ -319,11 +326,7 @@ func (srv *Server) Start(h Handler) error {
 		newPeriodic("janitor", clock, cfg.JanitorInterval, jan.exec),
 		newPeriodic("healthchecker", clock, cfg.HealthCheckInterval, hc.exec),
 	}
-	if cfg.GroupAggregator != nil {
-		admin, ok := b.(broker.Admin)
-		if !ok {
-			return errNoAdmin
-		}
+	if admin != nil {
 		agg := newAggregator(srv.s, admin, cfg.Logger, queues.names, cfg)
 		srv.bg = append(srv.bg, newPeriodic("aggregator", clock, aggregatorInterval(cfg.GroupGracePeriod), agg.exec))
 	}
