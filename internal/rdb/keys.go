@@ -50,6 +50,7 @@ type queueKeys struct {
 	archived  string // zset of archived IDs, score = archive time (ms)
 	completed string // zset of completed IDs, score = end of retention (ms)
 	paused    string // exists while the queue is paused
+	settings  string // hash of the queue's settings and rate-limit bucket
 	groups    string // set of group keys with aggregating tasks
 	group     string // prefix of group zsets: + group key
 	unique    string // prefix of uniqueness locks: + unique key
@@ -80,6 +81,7 @@ func newQueueKeys(q string) *queueKeys {
 		archived:    p + "archived",
 		completed:   p + "completed",
 		paused:      p + "paused",
+		settings:    p + "settings",
 		groups:      p + "groups",
 		group:       p + "g:",
 		unique:      p + "unique:",

@@ -32,7 +32,7 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	prefix := p.ServerID + "/" + strconv.FormatUint(rand.Uint64(), 36) + "."
 	c := call{
 		s:    scriptFetch,
-		keys: []string{k.pending, k.active, k.leases, k.paused, k.task},
+		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings},
 		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix},
 	}
 	vals, err := b.run(ctx, c).ToArray()
@@ -43,18 +43,29 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		return nil, nil
 	}
 	deadline, err := vals[0].AsInt64()
-	if err != nil || (len(vals)-1)%6 != 0 {
+	if err != nil || len(vals) < 2 {
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
-	n := (len(vals) - 1) / 6
+	leaseMS, err := vals[1].AsInt64()
+	if err != nil {
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+	}
+	if deadline == -1 {
+		return nil, &broker.ThrottledError{Queue: p.Queue, RetryIn: time.Duration(leaseMS) * time.Millisecond}
+	}
+	vals = vals[2:]
+	if len(vals)%6 != 0 {
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+	}
+	n := len(vals) / 6
 	leases := make([]broker.Lease, n)
 	msgs := make([]base.TaskMessage, n)
 	out := make([]*broker.Lease, 0, n)
 	dl := time.UnixMilli(deadline)
-	dur := time.Duration(ms(p.LeaseDuration)) * time.Millisecond
+	dur := time.Duration(leaseMS) * time.Millisecond
 	var firstErr error
 	for i := 0; i < n; i++ {
-		f := vals[1+6*i : 7+6*i] // id, token, m, n, e, f
+		f := vals[6*i : 6*i+6] // id, token, m, n, e, f
 		m := &msgs[i]
 		m.Queue = p.Queue
 		if err := decodeTask(f[0], f[2], f[3], f[4], f[5], m); err != nil {
@@ -143,6 +154,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 	}
 	var groups []group
 	now := b.nowArg()
+	grace := itoa(broker.WatchGrace.Milliseconds())
 	for i, l := range leases {
 		k, err := b.check("complete", l.Queue)
 		if err != nil {
@@ -167,8 +179,8 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 	}
 	calls := make([]call, len(groups))
 	for j, g := range groups {
-		args := make([]string, 1, 1+2*len(g.idx))
-		args[0] = now
+		args := make([]string, 4, 4+2*len(g.idx))
+		args[0], args[1], args[2], args[3] = now, channelEvents, g.k.name, grace
 		for _, i := range g.idx {
 			args = append(args, leases[i].ID, leases[i].Token)
 		}
@@ -252,7 +264,8 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 	return b.fenced(ctx, "archive", l, call{
 		s:    scriptArchive,
 		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.archived, k.task, k.unique, k.processed, k.failed},
-		args: []string{b.nowArg(), l.ID, l.Token, p.ErrMsg, boolArg(p.RequireExpired), b.archiveMax, b.archiveAge},
+		args: []string{b.nowArg(), l.ID, l.Token, p.ErrMsg, boolArg(p.RequireExpired), b.archiveMax, b.archiveAge,
+			channelEvents, k.name},
 	})
 }
 
@@ -266,7 +279,7 @@ func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
 	return b.fenced(ctx, "requeue", l, call{
 		s:    scriptRequeue,
 		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.pending},
-		args: []string{l.ID, l.Token, channelEvents, k.name},
+		args: []string{l.ID, l.Token, channelEvents, k.name, b.nowArg()},
 	})
 }
 

@@ -572,3 +572,106 @@ func TestScriptsCompile(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFetchObeysSettings checks the settings Fetch reads from the queue's
+// settings hash (written by SetQueueSettings): max concurrency, rate limit
+// and lease length.
+func TestFetchObeysSettings(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(epoch)
+	b := newTestBroker(t, clock)
+	ctx := t.Context()
+	for i := range 10 {
+		mustEnqueue(t, b, msg("q", fmt.Sprint(i)), time.Time{})
+	}
+	redis(t, b, "HSET", "htq:{q}:settings", "mc", "3", "ld", "120000")
+	ls := mustFetch(t, b, "q", 10)
+	if len(ls) != 3 {
+		t.Fatalf("Fetch with max concurrency 3: %d tasks", len(ls))
+	}
+	if ls[0].Duration != 2*time.Minute || !ls[0].Deadline.Equal(epoch.Add(2*time.Minute)) {
+		t.Errorf("lease = %v until %v, want the queue's 2m", ls[0].Duration, ls[0].Deadline)
+	}
+	_, err := b.Fetch(ctx, broker.FetchParams{Queue: "q", Max: 1, LeaseDuration: time.Minute})
+	var th *broker.ThrottledError
+	if !errors.As(err, &th) || th.RetryIn <= 0 || th.Queue != "q" {
+		t.Fatalf("Fetch at max concurrency: %v, want a ThrottledError", err)
+	}
+	if err := b.Complete(ctx, []broker.LeaseRef{ls[0].Ref()})[0]; err != nil {
+		t.Fatal(err)
+	}
+	if got := mustFetch(t, b, "q", 10); len(got) != 1 {
+		t.Fatalf("Fetch after one completion: %d tasks, want 1", len(got))
+	}
+
+	// Rate limit: 2 tasks/s, burst 2.
+	redis(t, b, "HDEL", "htq:{q}:settings", "mc")
+	redis(t, b, "HSET", "htq:{q}:settings", "rl", "2", "rb", "2")
+	if got := mustFetch(t, b, "q", 10); len(got) != 2 {
+		t.Fatalf("Fetch with a full bucket of 2: %d tasks", len(got))
+	}
+	_, err = b.Fetch(ctx, broker.FetchParams{Queue: "q", Max: 1, LeaseDuration: time.Minute})
+	if !errors.As(err, &th) || th.RetryIn != 500*time.Millisecond {
+		t.Fatalf("Fetch with an empty bucket: %v, want a ThrottledError of 500ms", err)
+	}
+	clock.Advance(500 * time.Millisecond)
+	if got := mustFetch(t, b, "q", 10); len(got) != 1 {
+		t.Fatalf("Fetch 500ms later: %d tasks, want 1", len(got))
+	}
+	// A throttled queue with nothing pending is just empty.
+	redis(t, b, "DEL", "htq:{q}:pending")
+	redis(t, b, "HSET", "htq:{q}:settings", "tk", "0")
+	if ls, err := b.Fetch(ctx, broker.FetchParams{Queue: "q", Max: 1, LeaseDuration: time.Minute}); err != nil || len(ls) != 0 {
+		t.Fatalf("Fetch of an empty throttled queue: %v, %v", ls, err)
+	}
+}
+
+// TestWatchedCompletion checks the hooks of watched tasks (field w, set
+// by WatchTask): Complete publishes d:<queue>:<id> and keeps the task for
+// broker.WatchGrace; Archive publishes too.
+func TestWatchedCompletion(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(epoch)
+	b := newTestBroker(t, clock)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	q := fmt.Sprintf("watch-%d", time.Now().UnixNano())
+	events, err := b.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, b, msg(q, "a"), time.Time{})
+	mustEnqueue(t, b, msg(q, "b"), time.Time{})
+	ls := mustFetch(t, b, q, 2)
+	// Watch both while active, as watch.lua does.
+	for _, l := range ls {
+		redis(t, b, "HSET", "htq:{"+q+"}:t:"+l.Msg.ID, "w", "1")
+		tok := redis(t, b, "HGET", "htq:{"+q+"}:leases", l.Msg.ID)[0]
+		redis(t, b, "HSET", "htq:{"+q+"}:leases", l.Msg.ID, tok+"+")
+	}
+	if err := b.Complete(ctx, []broker.LeaseRef{ls[0].Ref()})[0]; err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Archive(ctx, broker.ArchiveParams{Lease: ls[1].Ref(), ErrMsg: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	done := map[string]bool{}
+	timeout := time.After(5 * time.Second)
+	for len(done) < 2 {
+		select {
+		case e := <-events:
+			if e.Kind == broker.EventDone && e.Queue == q {
+				done[e.TaskID] = true
+			}
+		case <-timeout:
+			t.Fatalf("done events for %v only", done)
+		}
+	}
+	ti, err := b.GetTaskInfo(ctx, q, ls[0].Msg.ID)
+	if err != nil || ti.State != base.StateCompleted {
+		t.Fatalf("watched task after Complete: %+v, %v; want completed", ti, err)
+	}
+	clock.Advance(broker.WatchGrace)
+	if n, err := b.DeleteExpiredCompleted(ctx, q, 10); err != nil || n != 1 {
+		t.Fatalf("DeleteExpiredCompleted after the grace: %d, %v", n, err)
+	}
+	checkInvariants(t, b)
+}

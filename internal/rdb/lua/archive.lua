@@ -6,7 +6,9 @@
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] lease token
 -- ARGV[4] error message  ARGV[5] '1' requires the lease to have expired
 -- ARGV[6] max archive size  ARGV[7] max archive age ms
--- Returns 1 when archived, 0 when the lease is lost.
+-- ARGV[8] events channel  ARGV[9] queue name
+-- Returns 1 when archived, 0 when the lease is lost. Publishes
+-- d:<queue>:<id> when the task is watched.
 local id = ARGV[2]
 if not holds(redis.call('HGET', KEYS[3], id), ARGV[3]) then return 0 end
 local now = now_ms(ARGV[1])
@@ -20,23 +22,8 @@ redis.call('HSET', KEYS[1], 's', '5', 'e', ARGV[4], 'f', istr(now))
 redis.call('ZADD', KEYS[4], now, id)
 count(KEYS[7], now, 1)
 count(KEYS[8], now, 1)
--- Trim: drop the hashes (and locks) of archived tasks too old or too many.
-local function drop(ids)
-  for _, old in ipairs(ids) do
-    local tk = KEYS[5] .. old
-    release_unique(KEYS[6], redis.call('HGET', tk, 'u'), old)
-    redis.call('DEL', tk)
-  end
+if redis.call('HEXISTS', KEYS[1], 'w') == 1 then
+  redis.call('PUBLISH', ARGV[8], 'd:' .. ARGV[9] .. ':' .. id)
 end
-local cutoff = now - tonumber(ARGV[7])
-local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. istr(cutoff))
-if #old > 0 then
-  drop(old)
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. istr(cutoff))
-end
-local extra = redis.call('ZCARD', KEYS[4]) - tonumber(ARGV[6])
-if extra > 0 then
-  drop(redis.call('ZRANGE', KEYS[4], 0, extra - 1))
-  redis.call('ZREMRANGEBYRANK', KEYS[4], 0, extra - 1)
-end
+trim_archive(KEYS[4], KEYS[5], KEYS[6], now, tonumber(ARGV[6]), tonumber(ARGV[7]))
 return 1

@@ -3,13 +3,16 @@
 -- KEYS[1] active zset  KEYS[2] leases hash  KEYS[3] completed zset
 -- KEYS[4] task hash prefix  KEYS[5] unique lock prefix
 -- KEYS[6] processed counter
--- ARGV[1] now ms ('' = Redis TIME), then pairs ARGV[2i] task ID,
--- ARGV[2i+1] lease token.
+-- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] events channel
+-- ARGV[3] queue name  ARGV[4] watch grace ms, then pairs ARGV[2i+3] task
+-- ID, ARGV[2i+4] lease token.
 -- Returns one integer per pair: 1 completed, 0 lease lost (the task is not
 -- active, the token is not its lease's, or the pair repeats an earlier one).
+-- A watched task publishes d:<queue>:<id> and, without retention, is kept
+-- completed for the watch grace so that its watcher can read it.
 local now = now_ms(ARGV[1])
 local ids = {}
-for i = 2, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+for i = 5, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
 local held = {}
 local i = 1
 while i <= #ids do
@@ -21,16 +24,20 @@ end
 local res, done, dels, seen = {}, {}, {}, {}
 for n = 1, #ids do
   local id = ids[n]
-  local tok = ARGV[2 * n + 1]
+  local tok = ARGV[2 * n + 4]
   if holds(held[n], tok) and not seen[id] then
     seen[id] = true
     done[#done + 1] = id
     local tk = KEYS[4] .. id
     local keep = 0
     if string.byte(held[n], -1) == 43 then -- '+': the task must be read
-      local f = redis.call('HMGET', tk, 'u', 'R')
+      local f = redis.call('HMGET', tk, 'u', 'R', 'w')
       release_unique(KEYS[5], f[1], id)
       keep = tonumber(f[2] or '0')
+      if f[3] then
+        if keep == 0 then keep = tonumber(ARGV[4]) end
+        redis.call('PUBLISH', ARGV[2], 'd:' .. ARGV[3] .. ':' .. id)
+      end
     end
     if keep > 0 then
       redis.call('HSET', tk, 's', '6', 'c', istr(now))

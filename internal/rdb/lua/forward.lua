@@ -28,7 +28,7 @@ while taken_a + taken_b < limit do
   end
   local tk = KEYS[4] .. id
   if redis.call('HEXISTS', tk, 'm') == 1 then
-    redis.call('HDEL', tk, 's')
+    redis.call('HSET', tk, 's', '2', 'p', istr(now))
     redis.call('LPUSH', KEYS[3], id)
     moved = moved + 1
   end

@@ -36,12 +36,11 @@ for _, key in ipairs(redis.call('KEYS', ARGV[1])) do
   local f = redis.call('HMGET', key, 's', 'm')
   f[3] = f[2]
   f[2] = redis.call('HGET', KEYS[10], id)
-  -- Pending and active tasks have no s; the leases hash tells active.
-  if f[1] == '1' or f[1] == '2' then
-    bad[#bad + 1] = 'task ' .. id .. ' has s = ' .. f[1] .. ' (pending and active tasks have none)'
-  end
+  -- Pending and active tasks have s absent or 2; the leases hash tells
+  -- active.
+  if f[1] == '1' then bad[#bad + 1] = 'task ' .. id .. ' has s = 1 (active is told by the leases hash)' end
   if f[2] then
-    if f[1] then bad[#bad + 1] = 'leased task ' .. id .. ' has s = ' .. f[1] .. ', want none' end
+    if f[1] and f[1] ~= '2' then bad[#bad + 1] = 'leased task ' .. id .. ' has s = ' .. f[1] .. ', want none or 2' end
     f[1] = '1'
   elseif not f[1] then
     f[1] = '2'

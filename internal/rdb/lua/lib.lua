@@ -1,13 +1,14 @@
 -- lib.lua: helpers prepended to every script of this directory when it is
 -- loaded (scripts.go). Task hash fields: m message (binary, Go codec),
--- s state (3 scheduled .. 7 aggregating, as base.TaskState; absent while
--- pending or active), n retried,
--- e last error, f last failure (ms), u unique key, R retention (ms),
--- g group key, r result, c completion time (ms).
+-- s state (3 scheduled .. 7 aggregating, as base.TaskState; absent or 2
+-- while pending or active), n retried, e last error, f last failure (ms),
+-- u unique key, R retention (ms), g group key, w watched (1), p when it
+-- last became pending again (ms; set by forward and requeue), r result,
+-- c completion time (ms).
 -- A task is active exactly when the queue's leases hash (ID -> lease
--- token) holds its ID; its s field is then absent, as it was while the
--- task was pending, so that Fetch writes no task hash and Complete
--- checks a whole batch of tokens with one HMGET. A token is
+-- token) holds its ID; its s field is then left as it was while the task
+-- was pending, so that Fetch writes no task hash and Complete checks a
+-- whole batch of tokens with one HMGET. A token is
 -- "<server ID>/<random>.<n>"; the leases hash stores it with '+' appended
 -- when Complete must read the task (it has a unique key or a retention,
 -- or is watched).
@@ -65,6 +66,29 @@ end
 local function holds(held, tok)
   if not held or tok == '' then return false end
   return held == tok or held == tok .. '+'
+end
+
+-- trim_archive deletes the archived tasks (hashes and unique locks) older
+-- than max_age ms or beyond the newest max_size.
+local function trim_archive(archived, tprefix, uprefix, now, max_size, max_age)
+  local function drop(ids)
+    for _, old in ipairs(ids) do
+      local tk = tprefix .. old
+      release_unique(uprefix, redis.call('HGET', tk, 'u'), old)
+      redis.call('DEL', tk)
+    end
+  end
+  local cutoff = '(' .. istr(now - max_age)
+  local old = redis.call('ZRANGEBYSCORE', archived, '-inf', cutoff)
+  if #old > 0 then
+    drop(old)
+    redis.call('ZREMRANGEBYSCORE', archived, '-inf', cutoff)
+  end
+  local extra = redis.call('ZCARD', archived) - max_size
+  if extra > 0 then
+    drop(redis.call('ZRANGE', archived, 0, extra - 1))
+    redis.call('ZREMRANGEBYRANK', archived, 0, extra - 1)
+  end
 end
 
 -- is_earliest tells whether member id has the lowest score of zset key.
