@@ -187,7 +187,7 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		t.serverID = p.ServerID
 		heap.Push(q.active, t)
 		b.putTask(t)
-		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.leaseDeadline})
+		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.leaseDeadline, Duration: p.LeaseDuration})
 	}
 	return out, nil
 }
