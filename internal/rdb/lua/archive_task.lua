@@ -1,0 +1,39 @@
+-- archive_task.lua: moves a pending, scheduled, retry or aggregating task
+-- to archived (ArchiveTask) and trims the archive as archive.lua does.
+-- KEYS[1] task hash  KEYS[2] pending list  KEYS[3] scheduled zset
+-- KEYS[4] retry zset  KEYS[5] archived zset  KEYS[6] group zset prefix
+-- KEYS[7] groups set  KEYS[8] leases hash  KEYS[9] task hash prefix
+-- KEYS[10] unique lock prefix
+-- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID
+-- ARGV[3] max archive size  ARGV[4] max archive age ms
+-- Returns 1 when archived, 0 when it already was, -1 when there is no
+-- such task, -2 when it is in another state (active, completed, or
+-- aggregating but taken by an aggregator). A pending task costs an LREM,
+-- O(pending).
+local id = ARGV[2]
+local s = state_of(KEYS[1], KEYS[8], id)
+if not s then return -1 end
+if s == '5' then return 0 end
+-- The removal is the last check: when it removes nothing, nothing was
+-- written.
+local removed = 0
+if s == '2' then
+  removed = redis.call('LREM', KEYS[2], -1, id)
+elseif s == '3' then
+  removed = redis.call('ZREM', KEYS[3], id)
+elseif s == '4' then
+  removed = redis.call('ZREM', KEYS[4], id)
+elseif s == '7' then
+  local g = redis.call('HGET', KEYS[1], 'g')
+  if g then
+    local gk = KEYS[6] .. g
+    removed = redis.call('ZREM', gk, id)
+    if removed == 1 and redis.call('ZCARD', gk) == 0 then redis.call('SREM', KEYS[7], g) end
+  end
+end
+if removed == 0 then return -2 end
+local now = now_ms(ARGV[1])
+redis.call('HSET', KEYS[1], 's', '5')
+redis.call('ZADD', KEYS[5], now, id)
+trim_archive(KEYS[5], KEYS[9], KEYS[10], now, tonumber(ARGV[3]), tonumber(ARGV[4]))
+return 1
