@@ -29,9 +29,12 @@ type clientVariant struct {
 }
 
 var clientVariants = []clientVariant{
-	{"default", func(*rueidis.ClientOption) {}},
-	{"multiplex0", func(co *rueidis.ClientOption) { co.PipelineMultiplex = -1 }},
-	{"flushdelay20us", func(co *rueidis.ClientOption) { co.MaxFlushDelay = 20 * time.Microsecond }},
+	{"conns1", func(co *rueidis.ClientOption) { co.PipelineMultiplex = pipelineMultiplex(1) }}, // Open's default
+	{"conns4", func(co *rueidis.ClientOption) { co.PipelineMultiplex = pipelineMultiplex(4) }}, // rueidis's default
+	{"conns1-flushdelay20us", func(co *rueidis.ClientOption) {
+		co.PipelineMultiplex = pipelineMultiplex(1)
+		co.MaxFlushDelay = 20 * time.Microsecond
+	}},
 }
 
 func benchBroker(b *testing.B, v clientVariant) *Broker {

@@ -45,6 +45,13 @@ type Options struct {
 	// DialTimeout bounds each connection attempt; 0 means rueidis's
 	// default (5 s). Open only.
 	DialTimeout time.Duration
+	// Connections is how many pipelined connections the client keeps to
+	// each Redis node (rounded up to a power of two); 0 means 1. Every
+	// concurrent call shares them; one connection batched best on a
+	// 2-core machine (BenchmarkFetchComplete: 92k tasks/s at batch 16
+	// against 70k with rueidis's default of 4). More may help many-core
+	// clients or large payloads. Open only.
+	Connections int
 	// ArchiveMaxSize is how many archived tasks a queue keeps (the oldest
 	// are deleted beyond it); 0 means DefaultArchiveMaxSize.
 	ArchiveMaxSize int
@@ -120,6 +127,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Broker, error) {
 		co.Dialer.Timeout = opts.DialTimeout
 		co.Sentinel.Dialer.Timeout = opts.DialTimeout
 	}
+	co.PipelineMultiplex = pipelineMultiplex(opts.Connections)
 	c, err := rueidis.NewClient(co)
 	if err != nil {
 		return nil, fmt.Errorf("rdb: connect to %s: %w", redactURL(rawURL), err)
@@ -135,6 +143,19 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Broker, error) {
 		b.log.Warn("rdb: cannot preload scripts; they will be sent with EVAL", "err", err)
 	}
 	return b, nil
+}
+
+// pipelineMultiplex turns a connection count into rueidis's
+// PipelineMultiplex (log2 of the count; -1 stands for 2^0 = 1).
+func pipelineMultiplex(conns int) int {
+	if conns <= 1 {
+		return -1
+	}
+	m := 0
+	for 1<<m < conns && m < rueidis.MaxPipelineMultiplex {
+		m++
+	}
+	return m
 }
 
 // Client returns the underlying rueidis client (for tests and tools).

@@ -139,3 +139,11 @@ func TestParseURLHidesPassword(t *testing.T) {
 		t.Errorf("error shows the password: %v", err)
 	}
 }
+
+func TestPipelineMultiplex(t *testing.T) {
+	for conns, want := range map[int]int{0: -1, 1: -1, 2: 1, 3: 2, 4: 2, 5: 3, 8: 3, 1 << 20: 8} {
+		if got := pipelineMultiplex(conns); got != want {
+			t.Errorf("pipelineMultiplex(%d) = %d, want %d", conns, got, want)
+		}
+	}
+}
