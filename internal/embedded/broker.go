@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"cmp"
+	"encoding/binary"
 	"context"
 	"errors"
 	"fmt"
@@ -51,6 +52,11 @@ type Broker struct {
 	broken  error
 	subs    map[*subscriber]struct{}
 	servers map[string]serverEntry
+	// schedulers holds the entries of live schedulers (memory only, like
+	// servers); claims the ticks schedulers claimed, by entry and tick, with
+	// their expiry (persisted: a restart must not enqueue a tick twice).
+	schedulers map[string]schedulerEntries
+	claims     map[string]time.Time
 
 	committerDone chan struct{}
 
@@ -156,6 +162,8 @@ func newBroker(opts Options) *Broker {
 		buf:           newBatch(),
 		subs:          make(map[*subscriber]struct{}),
 		servers:       make(map[string]serverEntry),
+		schedulers:    make(map[string]schedulerEntries),
+		claims:        make(map[string]time.Time),
 		committerDone: make(chan struct{}),
 	}
 	b.work = sync.NewCond(&b.mu)
@@ -169,16 +177,12 @@ func (b *Broker) Dir() string { return b.dir }
 // or has the Broker to itself.
 func (b *Broker) load() error {
 	var all []*task
-	flags := make(map[string]byte)
-	err := b.store.load(func(seqs []uint64, recs [][]byte) error {
+	meta, err := b.store.load(func(seqs []uint64, recs [][]byte) error {
 		var err error
 		all, err = decodeAll(seqs, recs)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrCorrupt, b.store.file, err)
 		}
-		return nil
-	}, func(name string, f byte) error {
-		flags[name] = f
 		return nil
 	})
 	if err != nil {
@@ -190,11 +194,28 @@ func (b *Broker) load() error {
 	for _, t := range all {
 		counts[t.msg.Queue]++
 	}
-	queues := make(map[string]*queue, len(flags))
-	for name, f := range flags {
+	queues := make(map[string]*queue, len(meta.queues))
+	for name, entry := range meta.queues {
 		q := newQueue(name, counts[name])
-		q.paused = f&flagPaused != 0
+		if err := q.setEntry(entry); err != nil {
+			return fmt.Errorf("%w: %s: entry of queue %q: %v", ErrCorrupt, b.store.file, name, err)
+		}
 		queues[name] = q
+	}
+	for k, n := range meta.stats {
+		if q := queues[k.queue]; q != nil && (k.kind == statProcessed || k.kind == statFailed) {
+			kind := 0
+			if k.kind == statFailed {
+				kind = 1
+			}
+			q.count(k.day, kind, int64(n))
+		}
+	}
+	b.claims = make(map[string]time.Time, len(meta.claims))
+	for k, v := range meta.claims {
+		if len(v) == 8 {
+			b.claims[k] = time.UnixMilli(int64(binary.BigEndian.Uint64(v)))
+		}
 	}
 	var pending []*task
 	var maxSeq uint64
@@ -203,8 +224,9 @@ func (b *Broker) load() error {
 		if q == nil {
 			// A record of a queue missing from the registry: register it.
 			q = newQueue(t.msg.Queue, counts[t.msg.Queue])
+			q.listed = true
 			queues[q.name] = q
-			b.buf.queues[q.name] = 0
+			b.buf.queues[q.name] = q.entry()
 		}
 		if q.tasks[t.msg.ID] != nil {
 			return fmt.Errorf("%w: %s: task %q of queue %q stored twice", ErrCorrupt, b.store.file, t.msg.ID, q.name)
@@ -408,32 +430,58 @@ func (b *Broker) delTask(t *task) {
 	b.work.Signal()
 }
 
-// registerQueue returns the queue called name, creating and recording it
-// when new. The caller holds b.mu.
-func (b *Broker) registerQueue(name string) *queue {
+// queue returns the queue called name, creating it when new (a queue exists
+// once it is enqueued into, paused or given settings). The caller holds
+// b.mu.
+func (b *Broker) queue(name string) *queue {
 	q := b.queues[name]
-	if q != nil {
-		return q
+	if q == nil {
+		q = newQueue(name, 0)
+		b.queues[name] = q
 	}
-	q = newQueue(name, 0)
-	b.queues[name] = q
-	if b.store != nil {
-		b.buf.queues[name] = 0
-		b.work.Signal()
+	return q
+}
+
+// saveQueue records q's entry (flags and settings). The caller holds b.mu.
+func (b *Broker) saveQueue(q *queue) {
+	if b.store == nil {
+		return
+	}
+	b.buf.queues[q.name] = q.entry()
+	b.work.Signal()
+}
+
+// registerQueue returns the queue called name, marking it enqueued into.
+// The caller holds b.mu.
+func (b *Broker) registerQueue(name string) *queue {
+	q := b.queue(name)
+	if !q.listed {
+		q.listed = true
+		b.saveQueue(q)
 	}
 	return q
 }
 
 // count adds one to a counter of queue. The caller holds b.mu.
-func (b *Broker) count(queue string, kind byte, now time.Time) {
+func (b *Broker) count(q *queue, kind byte, now time.Time) {
+	day := dayOf(now)
+	k := 0
+	if kind == statFailed {
+		k = 1
+	}
+	q.count(day, k, 1)
+	q.count(allTime, k, 1)
 	if b.store == nil {
 		return
 	}
-	day := uint64(now.UnixMilli() / 86_400_000)
+	queue := q.name
 	b.buf.stats[statKey{queue, kind, day}]++
 	b.buf.stats[statKey{queue, kind, allTime}]++
 	b.work.Signal()
 }
+
+// dayOf numbers the UTC day of t as the counters do.
+func dayOf(t time.Time) uint64 { return uint64(t.UnixMilli() / 86_400_000) }
 
 // durable returns the ticket of the batch holding the changes made so far,
 // or nil when there is nothing to wait for. The caller holds b.mu.

@@ -54,7 +54,12 @@ func (b *Broker) dropSub(s *subscriber) {
 // emit sends an event to every subscriber without blocking. The caller
 // holds b.mu.
 func (b *Broker) emit(kind broker.EventKind, queue string) {
-	ev := broker.Event{Kind: kind, Queue: queue}
+	b.send(broker.Event{Kind: kind, Queue: queue})
+}
+
+// send delivers ev to every subscriber without blocking. The caller holds
+// b.mu.
+func (b *Broker) send(ev broker.Event) {
 	for s := range b.subs {
 		if s.behind {
 			select {
@@ -70,6 +75,13 @@ func (b *Broker) emit(kind broker.EventKind, queue string) {
 			s.behind = true
 		}
 	}
+}
+
+// emitDone sends EventDone for a watched task that completed or was
+// archived, and forgets the watch. The caller holds b.mu.
+func (b *Broker) emitDone(q *queue, t *task) {
+	t.watched = false
+	b.send(broker.Event{Kind: broker.EventDone, Queue: q.name, TaskID: t.msg.ID})
 }
 
 // emitScheduled sends EventScheduled when t is now the earliest scheduled or

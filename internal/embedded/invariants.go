@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/htqueue/htq/internal/base"
 )
@@ -55,14 +56,18 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 			if (t.state == base.StateActive) != (t.token != "") || (t.state == base.StateActive) == t.leaseDeadline.IsZero() {
 				bad("task %q in state %v: token %q, lease deadline %v", id, t.state, t.token, t.leaseDeadline)
 			}
-			if (t.state == base.StateScheduled || t.state == base.StateRetry) == t.due.IsZero() {
+			if (t.state == base.StateScheduled || t.state == base.StateRetry || t.state == base.StatePending) == t.due.IsZero() {
 				bad("task %q in state %v has due time %v", id, t.state, t.due)
 			}
 			switch t.state {
 			case base.StatePending:
 				// checked by the list walk below
 			case base.StateAggregating:
-				if q.groups[t.msg.GroupKey][id] != t {
+				if t.set != nil {
+					if q.sets[t.set.id] != t.set || !slices.Contains(t.set.tasks, t) || t.set.group != t.msg.GroupKey {
+						bad("aggregating task %q missing from its aggregation set", id)
+					}
+				} else if q.groups[t.msg.GroupKey][id] != t {
 					bad("aggregating task %q missing from group %q", id, t.msg.GroupKey)
 				}
 			case base.StateActive, base.StateScheduled, base.StateRetry, base.StateArchived, base.StateCompleted:
@@ -123,6 +128,14 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 				seen++
 				if q.tasks[id] != t || t.state != base.StateAggregating || t.msg.GroupKey != g {
 					bad("group %q of %q holds %q wrongly", g, name, id)
+				}
+			}
+		}
+		for sid, set := range q.sets {
+			for _, t := range set.tasks {
+				seen++
+				if q.tasks[t.msg.ID] != t || t.state != base.StateAggregating || t.set != set || set.id != sid {
+					bad("aggregation set %q of %q holds %q wrongly", sid, name, t.msg.ID)
 				}
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -139,6 +140,7 @@ func (b *Broker) enqueue(msg *base.TaskMessage, processAt time.Time, now time.Ti
 		t.due = normTime(processAt)
 	default:
 		t.state = base.StatePending
+		t.due = now // pending since
 	}
 	q.tasks[msg.ID] = t
 	q.index(t)
@@ -173,24 +175,68 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	}
 	defer b.mu.Unlock()
 	q := b.queues[p.Queue]
-	if q == nil || q.paused {
+	if q == nil || q.paused || q.pending.n == 0 {
 		return nil, nil
 	}
 	now := b.now()
+	lease := p.LeaseDuration
+	if q.settings.LeaseDuration > 0 {
+		lease = q.settings.LeaseDuration
+	}
+	limit, tokens, err := q.allowance(p.Max, now)
+	if err != nil {
+		return nil, err
+	}
 	var out []*broker.Lease
-	for len(out) < p.Max && q.pending.head != nil {
+	for len(out) < limit && q.pending.head != nil {
 		t := q.pending.head
 		q.pending.remove(t)
 		t.state = base.StateActive
+		t.due = time.Time{}
 		t.token = newToken()
-		t.leaseDeadline = now.Add(p.LeaseDuration)
+		t.leaseDeadline = now.Add(lease)
 		t.serverID = p.ServerID
 		heap.Push(q.active, t)
 		b.putTask(t)
-		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.leaseDeadline, Duration: p.LeaseDuration})
+		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.leaseDeadline, Duration: lease})
+	}
+	if q.settings.RateLimit > 0 {
+		q.tokens, q.tokensAt = tokens-float64(len(out)), now
 	}
 	return out, nil
 }
+
+// allowance applies q's settings to a fetch of up to max tasks: it returns
+// how many of limit may start now and the rate limit's tokens before the
+// fetch, or a *broker.ThrottledError when none may. q has pending tasks. The caller
+// holds b.mu.
+func (q *queue) allowance(limit int, now time.Time) (int, float64, error) {
+	s := q.settings
+	if s.MaxConcurrency > 0 {
+		room := s.MaxConcurrency - q.active.Len()
+		if room <= 0 {
+			// Which lease ends first is unknown; look again soon.
+			return 0, 0, &broker.ThrottledError{Queue: q.name, RetryIn: 100 * time.Millisecond}
+		}
+		limit = min(limit, room)
+	}
+	var tokens float64
+	if s.RateLimit > 0 {
+		burst := float64(max1(s.RateBurst))
+		tokens = burst
+		if !q.tokensAt.IsZero() {
+			tokens = min(burst, q.tokens+max(0, now.Sub(q.tokensAt).Seconds())*s.RateLimit)
+		}
+		if tokens < 1 {
+			wait := time.Duration(math.Ceil((1-tokens)*1000/s.RateLimit)) * time.Millisecond
+			return 0, 0, &broker.ThrottledError{Queue: q.name, RetryIn: max(wait, time.Millisecond)}
+		}
+		limit = min(limit, int(tokens))
+	}
+	return limit, tokens, nil
+}
+
+func max1(n int) int { return max(n, 1) }
 
 func newToken() string {
 	var b [16]byte
@@ -245,14 +291,20 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		}
 		endLease(q, t)
 		q.releaseLock(t)
-		b.count(q.name, statProcessed, now)
-		if t.msg.Retention <= 0 {
+		b.count(q, statProcessed, now)
+		keep := t.msg.Retention
+		if t.watched {
+			// Its watcher reads the result after the EventDone.
+			keep = max(keep, broker.WatchGrace)
+			b.emitDone(q, t)
+		}
+		if keep <= 0 {
 			b.removeTask(q, t)
 			continue
 		}
 		t.state = base.StateCompleted
 		t.completedAt = now
-		t.expireAt = now.Add(t.msg.Retention)
+		t.expireAt = now.Add(keep)
 		q.index(t)
 		b.putTask(t)
 	}
@@ -307,9 +359,9 @@ func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
 	t.due = now.Add(p.Delay)
 	q.index(t)
 	b.putTask(t)
-	b.count(q.name, statProcessed, now)
+	b.count(q, statProcessed, now)
 	if p.IsFailure {
-		b.count(q.name, statFailed, now)
+		b.count(q, statFailed, now)
 	}
 	b.emitScheduled(q, t)
 	tk := b.durable()
@@ -341,8 +393,11 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 	t.archivedAt = now
 	q.index(t)
 	b.putTask(t)
-	b.count(q.name, statProcessed, now)
-	b.count(q.name, statFailed, now)
+	if t.watched {
+		b.emitDone(q, t)
+	}
+	b.count(q, statProcessed, now)
+	b.count(q, statFailed, now)
 	b.trimArchived(q, now)
 	tk := b.durable()
 	b.mu.Unlock()
@@ -380,6 +435,7 @@ func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
 	endLease(q, t)
 	before := q.pending.n
 	t.state = base.StatePending
+	t.due = b.now() // pending since
 	q.pending.pushFront(t)
 	b.putTask(t)
 	b.readyIfFirst(q, before)
@@ -509,7 +565,7 @@ func (b *Broker) Forward(ctx context.Context, queue string, limit int) (broker.F
 		}
 		q.unindex(t)
 		t.state = base.StatePending
-		t.due = time.Time{}
+		t.due = now // pending since
 		q.pending.pushBack(t)
 		b.putTask(t)
 		res.Moved++
@@ -632,8 +688,10 @@ func (b *Broker) Queues(ctx context.Context) ([]string, error) {
 	}
 	defer b.mu.Unlock()
 	names := make([]string, 0, len(b.queues))
-	for name := range b.queues {
-		names = append(names, name)
+	for name, q := range b.queues {
+		if q.listed {
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	return names, nil
@@ -672,8 +730,8 @@ func (b *Broker) ClearServerState(ctx context.Context, serverID string) error {
 	return nil
 }
 
-// Servers lists the servers whose presence has not expired, by ID.
-func (b *Broker) Servers(ctx context.Context) ([]*base.ServerInfo, error) {
+// ListServers returns the presence records that have not expired, by ID.
+func (b *Broker) ListServers(ctx context.Context) ([]*base.ServerInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

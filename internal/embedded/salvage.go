@@ -89,7 +89,7 @@ func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
 					return
 				}
 				b.tasks[seq] = append([]byte(nil), rec...)
-				b.queues[t.msg.Queue] = 0
+				b.queues[t.msg.Queue] = []byte{flagListed}
 				rep.Tasks++
 			})
 			if ferr := flush(); ferr != nil {

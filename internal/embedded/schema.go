@@ -6,7 +6,9 @@ import "encoding/binary"
 //
 //	meta    "version" → uvarint schema version (schemaVersion)
 //	tasks   seq (8 bytes, big endian) → task record (record.go)
-//	queues  queue name → flags byte (flagPaused)
+//	queues  queue name → entry: flags byte (flagPaused, flagListed), then the
+//	        settings (queueEntry)
+//	claims  scheduler entry ID 0x00 tick (8 bytes, Unix ms) → expiry (8 bytes, Unix ms)
 //	stats   queue 0x00 kind 0x00 day (8 bytes, big endian) → count (8 bytes, big endian)
 //	        kind is 'p' (processed) or 'f' (failed); day is Unix ms / 86,400,000,
 //	        or allTime for the all-time counter.
@@ -19,6 +21,7 @@ var (
 	bucketTasks  = []byte("tasks")
 	bucketQueues = []byte("queues")
 	bucketStats  = []byte("stats")
+	bucketClaims = []byte("claims")
 
 	keyVersion = []byte("version")
 )
@@ -27,8 +30,11 @@ var (
 // files up to it and refuses newer ones.
 const schemaVersion = 1
 
-// Queue flags, the value of a queues entry.
-const flagPaused byte = 1
+// Queue flags, the first byte of a queues entry.
+const (
+	flagPaused byte = 1 // no server fetches the queue
+	flagListed byte = 2 // enqueued into at least once: Queues lists it
+)
 
 // allTime is the day of the all-time counters.
 const allTime = ^uint64(0)
@@ -46,6 +52,15 @@ type statKey struct {
 	queue string
 	kind  byte
 	day   uint64
+}
+
+// parseStatKey reads a key written by statKey.bytes.
+func parseStatKey(b []byte) (statKey, bool) {
+	n := len(b) - 11
+	if n < 1 || b[n] != 0 || b[n+2] != 0 {
+		return statKey{}, false
+	}
+	return statKey{queue: string(b[:n]), kind: b[n+1], day: binary.BigEndian.Uint64(b[n+3:])}, true
 }
 
 func (k statKey) bytes() []byte {

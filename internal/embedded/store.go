@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,26 +17,31 @@ import (
 var ErrCorrupt = errors.New("htq: data file is corrupt or unreadable")
 
 // batch is the set of changes one commit writes: the records that changed
-// since the last commit (nil value = delete), the queues registered or
-// flagged, and counter increments.
+// since the last commit, the queue entries and scheduler claims that changed
+// (nil value = delete in each), counter increments, and queues whose
+// counters are to be deleted (before the increments).
 type batch struct {
-	tasks  map[uint64][]byte
-	queues map[string]byte
-	stats  map[statKey]uint64
-	done   *ticket
+	tasks     map[uint64][]byte
+	queues    map[string][]byte
+	claims    map[string][]byte
+	stats     map[statKey]uint64
+	dropStats map[string]bool
+	done      *ticket
 }
 
 func newBatch() *batch {
 	return &batch{
-		tasks:  make(map[uint64][]byte),
-		queues: make(map[string]byte),
-		stats:  make(map[statKey]uint64),
-		done:   &ticket{done: make(chan struct{})},
+		tasks:     make(map[uint64][]byte),
+		queues:    make(map[string][]byte),
+		claims:    make(map[string][]byte),
+		stats:     make(map[statKey]uint64),
+		dropStats: make(map[string]bool),
+		done:      &ticket{done: make(chan struct{})},
 	}
 }
 
 func (b *batch) empty() bool {
-	return len(b.tasks) == 0 && len(b.queues) == 0 && len(b.stats) == 0
+	return len(b.tasks) == 0 && len(b.queues) == 0 && len(b.claims) == 0 && len(b.stats) == 0 && len(b.dropStats) == 0
 }
 
 // ticket tells the operations of one batch how its commit went.
@@ -123,7 +129,7 @@ func (s *boltStore) migrate() error {
 			if have > schemaVersion {
 				return fmt.Errorf("htq: %s has schema version %d, written by a newer htq; this one reads up to %d", s.file, have, schemaVersion)
 			}
-			for _, name := range [][]byte{bucketTasks, bucketQueues, bucketStats} {
+			for _, name := range [][]byte{bucketTasks, bucketQueues, bucketStats, bucketClaims} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return err
 				}
@@ -149,11 +155,19 @@ func (s *boltStore) guard(f func() error) (err error) {
 	return f()
 }
 
-// load calls queue for every registered queue, then tasks once with every
-// task record in sequence order. The record bytes are valid only during the
-// call (they are bbolt's memory map).
-func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error, queue func(name string, flags byte) error) error {
-	return s.guard(func() error {
+// loaded is what load reads besides the task records.
+type loaded struct {
+	queues map[string][]byte // queue name → entry
+	stats  map[statKey]uint64
+	claims map[string][]byte
+}
+
+// load reads the queue entries, counters and claims, then calls tasks once
+// with every task record in sequence order. The record bytes are valid only
+// during the call (they are bbolt's memory map).
+func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error) (*loaded, error) {
+	out := &loaded{queues: make(map[string][]byte), stats: make(map[statKey]uint64), claims: make(map[string][]byte)}
+	err := s.guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			if meta := tx.Bucket(bucketMeta); meta != nil {
 				if v, n := binary.Uvarint(meta.Get(keyVersion)); n > 0 && v > schemaVersion {
@@ -163,19 +177,27 @@ func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error, queue f
 			if tx.Bucket(bucketQueues) == nil || tx.Bucket(bucketTasks) == nil {
 				return tasks(nil, nil) // a file whose schema was never written
 			}
-			// The counters are not needed in memory, but reading them
-			// proves their pages readable.
 			if st := tx.Bucket(bucketStats); st != nil {
-				if err := st.ForEach(func(k, v []byte) error { return nil }); err != nil {
+				if err := st.ForEach(func(k, v []byte) error {
+					if key, ok := parseStatKey(k); ok && len(v) == 8 {
+						out.stats[key] = binary.BigEndian.Uint64(v)
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			if cl := tx.Bucket(bucketClaims); cl != nil {
+				if err := cl.ForEach(func(k, v []byte) error {
+					out.claims[string(k)] = append([]byte(nil), v...)
+					return nil
+				}); err != nil {
 					return err
 				}
 			}
 			if err := tx.Bucket(bucketQueues).ForEach(func(k, v []byte) error {
-				var flags byte
-				if len(v) > 0 {
-					flags = v[0]
-				}
-				return queue(string(k), flags)
+				out.queues[string(k)] = append([]byte(nil), v...)
+				return nil
 			}); err != nil {
 				return err
 			}
@@ -194,6 +216,7 @@ func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error, queue f
 			return tasks(seqs, recs)
 		})
 	})
+	return out, err
 }
 
 // commit writes b in one transaction and syncs it to disk.
@@ -215,13 +238,22 @@ func (s *boltStore) commit(b *batch) error {
 					return err
 				}
 			}
-			queues := tx.Bucket(bucketQueues)
-			for name, flags := range b.queues {
-				if err := queues.Put([]byte(name), []byte{flags}); err != nil {
-					return err
-				}
+			if err := putAll(tx.Bucket(bucketQueues), b.queues); err != nil {
+				return err
+			}
+			if err := putAll(tx.Bucket(bucketClaims), b.claims); err != nil {
+				return err
 			}
 			stats := tx.Bucket(bucketStats)
+			for queue := range b.dropStats {
+				prefix := append([]byte(queue), 0)
+				c := stats.Cursor()
+				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+					if err := c.Delete(); err != nil {
+						return err
+					}
+				}
+			}
 			for k, n := range b.stats {
 				key := k.bytes()
 				var have uint64
@@ -235,6 +267,22 @@ func (s *boltStore) commit(b *batch) error {
 			return nil
 		})
 	})
+}
+
+// putAll writes kv into bk, deleting the keys whose value is nil.
+func putAll(bk *bolt.Bucket, kv map[string][]byte) error {
+	for k, v := range kv {
+		var err error
+		if v == nil {
+			err = bk.Delete([]byte(k))
+		} else {
+			err = bk.Put([]byte(k), v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // records returns every stored task record by sequence number (for

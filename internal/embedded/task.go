@@ -2,9 +2,13 @@ package embedded
 
 import (
 	"container/heap"
+	"encoding/binary"
+	"errors"
+	"math"
 	"time"
 
 	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
 )
 
 // task is one task as the broker holds it in memory. Its persistent fields
@@ -40,16 +44,29 @@ type task struct {
 	// enqueuedAt is when the task was stored (it orders a group).
 	enqueuedAt time.Time
 
-	// in-memory links, not persisted
-	prev, next *task // pending list
-	heapIdx    int   // position in the heap of its state, -1 when in none
+	// in-memory state, not persisted
+	prev, next *task   // pending list
+	heapIdx    int     // position in the heap of its state, -1 when in none
+	watched    bool    // WatchTask: completing or archiving sends EventDone
+	set        *aggSet // the aggregation set holding this aggregating task
 }
 
 // queue holds the indexes of one queue. Every task of the queue is in tasks
 // and in exactly one of the structures below, the one of its state.
 type queue struct {
-	name   string
-	paused bool
+	name     string
+	paused   bool
+	listed   bool // enqueued into at least once (Queues lists it)
+	settings broker.QueueSettings
+	// tokens is the rate limit's bucket: tokens available at tokensAt
+	// (kept in memory only: a restart refills it).
+	tokens   float64
+	tokensAt time.Time
+	// counters holds processed and failed counts by day (allTime for the
+	// totals).
+	counters map[uint64]*[2]int64
+	// sets are the aggregation sets taken from groups (TakeGroup), by ID.
+	sets map[string]*aggSet
 
 	tasks     map[string]*task
 	pending   pendingList
@@ -74,7 +91,80 @@ func newQueue(name string, size int) *queue {
 		completed: &taskHeap{key: func(t *task) time.Time { return t.expireAt }},
 		groups:    make(map[string]map[string]*task),
 		unique:    make(map[string]*task),
+		counters:  make(map[uint64]*[2]int64),
+		sets:      make(map[string]*aggSet),
 	}
+}
+
+// aggSet is a set of aggregating tasks an aggregator took from a group. Its
+// tasks stay aggregating; they are out of the group until the set is
+// finished (deleted) or reclaimed (back into the group). Sets live in memory
+// only: after a restart every aggregating task is back in its group.
+type aggSet struct {
+	id, token string
+	group     string
+	deadline  time.Time
+	tasks     []*task
+}
+
+// remove takes t out of the set.
+func (a *aggSet) remove(t *task) {
+	for i, x := range a.tasks {
+		if x == t {
+			a.tasks = append(a.tasks[:i], a.tasks[i+1:]...)
+			break
+		}
+	}
+	t.set = nil
+}
+
+// entry encodes q's persistent part, the value of its queues entry: flags,
+// then max concurrency, rate limit (float64 bits), burst and lease.
+func (q *queue) entry() []byte {
+	var flags byte
+	if q.paused {
+		flags |= flagPaused
+	}
+	if q.listed {
+		flags |= flagListed
+	}
+	b := []byte{flags}
+	b = binary.AppendUvarint(b, uint64(q.settings.MaxConcurrency))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(q.settings.RateLimit))
+	b = binary.AppendUvarint(b, uint64(q.settings.RateBurst))
+	return binary.AppendVarint(b, int64(q.settings.LeaseDuration))
+}
+
+// setEntry reads an entry written by entry. An entry of one byte (flags
+// only) has no settings.
+func (q *queue) setEntry(b []byte) error {
+	if len(b) == 0 {
+		return errors.New("empty queue entry")
+	}
+	q.paused = b[0]&flagPaused != 0
+	q.listed = b[0]&flagListed != 0
+	if len(b) == 1 {
+		return nil
+	}
+	d := decoder{b: b[1:]}
+	q.settings.MaxConcurrency = int(d.uvarint())
+	rl := d.raw(8)
+	if len(rl) == 8 {
+		q.settings.RateLimit = math.Float64frombits(binary.BigEndian.Uint64(rl))
+	}
+	q.settings.RateBurst = int(d.uvarint())
+	q.settings.LeaseDuration = time.Duration(d.varint())
+	return d.err
+}
+
+// count adds to one of q's counters (kind 0 processed, 1 failed).
+func (q *queue) count(day uint64, kind int, n int64) {
+	c := q.counters[day]
+	if c == nil {
+		c = new([2]int64)
+		q.counters[day] = c
+	}
+	c[kind] += n
 }
 
 // heapOf returns the heap that holds tasks of state s, or nil for the states
@@ -119,6 +209,10 @@ func (q *queue) unindex(t *task) {
 	case base.StatePending:
 		q.pending.remove(t)
 	case base.StateAggregating:
+		if t.set != nil {
+			t.set.remove(t)
+			return
+		}
 		g := q.groups[t.msg.GroupKey]
 		delete(g, t.msg.ID)
 		if len(g) == 0 {
@@ -220,14 +314,15 @@ type taskHeap struct {
 	items []*task
 }
 
-func (h *taskHeap) Len() int { return len(h.items) }
-func (h *taskHeap) Less(i, j int) bool {
-	a, b := h.items[i], h.items[j]
-	ka, kb := h.key(a), h.key(b)
-	if !ka.Equal(kb) {
-		return ka.Before(kb)
+func (h *taskHeap) Len() int           { return len(h.items) }
+func (h *taskHeap) Less(i, j int) bool { return h.cmp(h.items[i], h.items[j]) < 0 }
+
+// cmp orders a and b by key, then by sequence number.
+func (h *taskHeap) cmp(a, b *task) int {
+	if c := h.key(a).Compare(h.key(b)); c != 0 {
+		return c
 	}
-	return a.seq < b.seq
+	return cmpSeq(a, b)
 }
 func (h *taskHeap) Swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
