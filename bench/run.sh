@@ -4,7 +4,7 @@
 # Writes bench/peer/results-peer.jsonl and bench/peer/summary-peer.md; see
 # docs/performance.md for the last reported run.
 #
-#   bench/run.sh                              # full suite, 3 repetitions (~10 min)
+#   bench/run.sh                              # full suite, 3 repetitions (~7 min)
 #   REPS=1 VARIANTS=0 AOF=0 bench/run.sh      # quick run
 #
 # Every variable of bench/peer/run-peer.sh applies (PORT, REPS, AOF, ...);
