@@ -2,8 +2,8 @@ package embedded
 
 import (
 	"cmp"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
