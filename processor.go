@@ -28,12 +28,13 @@ type processor struct {
 	// slots holds one token per running task: send to take a slot,
 	// receive to free one.
 	slots chan struct{}
-	// wake is signalled (without blocking) when a queue may have tasks.
-	wake chan struct{}
-	// quit stops the fetch loop; fetchDone is closed when it has stopped.
-	quit      chan struct{}
-	quitOnce  sync.Once
-	fetchDone chan struct{}
+	// wakes has one channel per fetch loop, each signalled (without
+	// blocking) when a queue may have tasks.
+	wakes []chan struct{}
+	// quit stops the fetch loops; fetchers ends when they have stopped.
+	quit     chan struct{}
+	quitOnce sync.Once
+	fetchers sync.WaitGroup
 
 	acker    *acker
 	handlers sync.WaitGroup
@@ -85,9 +86,8 @@ func newProcessor(p processorParams) *processor {
 		processorParams: p,
 		logger:          p.logger.With("component", "htq.processor"),
 		slots:           make(chan struct{}, p.concurrency),
-		wake:            make(chan struct{}, 1),
+		wakes:           makeWakes(fetchLoops(p.concurrency)),
 		quit:            make(chan struct{}),
-		fetchDone:       make(chan struct{}),
 		acker:           newAcker(p.broker, p.logger),
 		active:          make(map[broker.LeaseRef]*activeTask),
 	}
@@ -95,25 +95,45 @@ func newProcessor(p processorParams) *processor {
 
 func (p *processor) start(ctx context.Context) {
 	p.acker.start()
-	go p.fetchLoop(ctx)
+	for _, wake := range p.wakes {
+		p.fetchers.Add(1)
+		go p.fetchLoop(ctx, wake)
+	}
 }
 
-// signal wakes the fetch loop if it sleeps; it never blocks.
+// fetchLoops is how many fetch loops a processor runs: with several, one
+// loop's fetch is on its way while another's tasks run, so that a busy
+// server does not wait a round trip between batches.
+func fetchLoops(concurrency int) int {
+	return min(4, max(1, concurrency/4))
+}
+
+func makeWakes(n int) []chan struct{} {
+	wakes := make([]chan struct{}, n)
+	for i := range wakes {
+		wakes[i] = make(chan struct{}, 1)
+	}
+	return wakes
+}
+
+// signal wakes the fetch loops that sleep; it never blocks.
 func (p *processor) signal() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	for _, wake := range p.wakes {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
 // stopFetching stops the fetch loop and waits until it has stopped.
 func (p *processor) stopFetching() {
 	p.quitOnce.Do(func() { close(p.quit) })
-	<-p.fetchDone
+	p.fetchers.Wait()
 }
 
-func (p *processor) fetchLoop(ctx context.Context) {
-	defer close(p.fetchDone)
+func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
+	defer p.fetchers.Done()
 	poll := p.clock.NewTimer(p.pollInterval)
 	defer poll.Stop()
 	for {
@@ -140,7 +160,7 @@ func (p *processor) fetchLoop(ctx context.Context) {
 		}
 		if err != nil {
 			logCall(p.logger, "fetch", err)
-			if !p.sleep(poll, time.Second) {
+			if !p.sleep(poll, wake, time.Second) {
 				return
 			}
 			continue
@@ -155,7 +175,7 @@ func (p *processor) fetchLoop(ctx context.Context) {
 		if wait == 0 || wait > p.pollInterval {
 			wait = p.pollInterval
 		}
-		if !p.sleep(poll, wait) {
+		if !p.sleep(poll, wake, wait) {
 			return
 		}
 	}
@@ -163,12 +183,12 @@ func (p *processor) fetchLoop(ctx context.Context) {
 
 // sleep waits for a wake-up, the poll timer (reset to d) or quit, and
 // reports false on quit.
-func (p *processor) sleep(poll clockwork.Timer, d time.Duration) bool {
+func (p *processor) sleep(poll clockwork.Timer, wake <-chan struct{}, d time.Duration) bool {
 	poll.Reset(d)
 	select {
 	case <-p.quit:
 		return false
-	case <-p.wake:
+	case <-wake:
 	case <-poll.Chan():
 	}
 	return true

@@ -377,6 +377,12 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 
 // parseCronSpec parses a spec, and on failure names the field at fault.
 func parseCronSpec(spec string) (cron.Schedule, error) {
+	if rest, ok := strings.CutPrefix(strings.TrimSpace(spec), "@every "); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(rest))
+		if err != nil || d < time.Second {
+			return nil, fmt.Errorf("%w: cron spec %q: @every needs a duration of at least 1s", ErrInvalidArgument, spec)
+		}
+	}
 	sched, err := cronParser.Parse(spec)
 	if err == nil {
 		return sched, nil
