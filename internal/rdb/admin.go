@@ -225,10 +225,11 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("queue %q: bad name in %s: %w", q, keyQueues, err))
 			continue
 		}
+		ak := k.adminKeys()
 		bad, err := b.run(ctx, call{
 			s: scriptInvariants,
 			keys: []string{k.task, k.pending, k.active, k.scheduled, k.retry,
-				k.archived, k.completed, k.groups, k.group, k.leases},
+				k.archived, k.completed, k.groups, k.group, k.leases, ak.aggs, ak.agg},
 			args: []string{k.taskPattern},
 		}).AsStrSlice()
 		if err != nil {

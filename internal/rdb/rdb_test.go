@@ -675,3 +675,26 @@ func TestWatchedCompletion(t *testing.T) {
 	}
 	checkInvariants(t, b)
 }
+
+// TestInvariantsWithAggregationSets checks that tasks taken from their
+// group into an aggregation set count as aggregating in that set.
+func TestInvariantsWithAggregationSets(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(epoch)
+	b := newTestBroker(t, clock)
+	ctx := t.Context()
+	for i := range 3 {
+		m := msg("q", fmt.Sprint(i))
+		m.GroupKey = "g"
+		mustEnqueue(t, b, m, time.Time{})
+	}
+	a, err := b.TakeGroup(ctx, broker.TakeGroupParams{Queue: "q", Group: "g", MaxSize: 2, Lease: time.Minute})
+	if err != nil || a == nil || len(a.Msgs) != 2 {
+		t.Fatalf("TakeGroup = %+v, %v; want 2 tasks", a, err)
+	}
+	checkInvariants(t, b)
+	set := a.SetID
+	redis(t, b, "HDEL", "htq:{q}:agg:"+set, "i:"+a.Msgs[0].ID)
+	if err := b.CheckInvariants(ctx); err == nil || !strings.Contains(err.Error(), "task "+a.Msgs[0].ID+" (state 7) is in no structure") {
+		t.Fatalf("CheckInvariants after losing a set member = %v", err)
+	}
+}

@@ -3,7 +3,8 @@
 -- KEYS[1] task hash prefix  KEYS[2] pending list  KEYS[3] active zset
 -- KEYS[4] scheduled zset  KEYS[5] retry zset  KEYS[6] archived zset
 -- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] group zset prefix
--- KEYS[10] leases hash
+-- KEYS[10] leases hash  KEYS[11] aggregation sets zset
+-- KEYS[12] aggregation set prefix (hashes; fields "i:<id>" are its tasks)
 -- ARGV[1] glob matching every task hash of the queue (not a key: escaping
 -- can change its hash tag)
 -- Returns a list of violations (strings); empty when consistent.
@@ -27,6 +28,13 @@ for _, g in ipairs(redis.call('SMEMBERS', KEYS[8])) do
   local ids = redis.call('ZRANGE', KEYS[9] .. g, 0, -1)
   if #ids == 0 then bad[#bad + 1] = 'group ' .. g .. ' listed but empty' end
   for _, id in ipairs(ids) do add(id, 'group ' .. g, '7') end
+end
+for _, set in ipairs(redis.call('ZRANGE', KEYS[11], 0, -1)) do
+  local fields = redis.call('HKEYS', KEYS[12] .. set)
+  if #fields == 0 then bad[#bad + 1] = 'aggregation set ' .. set .. ' listed but missing' end
+  for _, f in ipairs(fields) do
+    if string.sub(f, 1, 2) == 'i:' then add(string.sub(f, 3), 'aggregation set ' .. set, '7') end
+  end
 end
 local seen = {}
 local plen = string.len(KEYS[1])
