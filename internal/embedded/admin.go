@@ -168,12 +168,7 @@ func (b *Broker) ListTasks(ctx context.Context, p broker.ListParams) ([]*base.Ta
 	case base.StateAggregating:
 		var all []*task
 		for _, t := range q.groups[p.Group] {
-			all = append(all, t)
-		}
-		for _, set := range q.sets {
-			if set.group == p.Group {
-				all = append(all, set.tasks...)
-			}
+			all = append(all, t) // not the tasks an aggregator took
 		}
 		slices.SortFunc(all, func(a, c *task) int { return cmpSeq(a, c) })
 		for _, t := range all {
@@ -535,7 +530,7 @@ func (b *Broker) WatchTask(ctx context.Context, queue, id string) (*base.TaskInf
 }
 
 // ListGroups lists the groups of a queue that hold aggregating tasks, with
-// their sizes (tasks an aggregator holds included).
+// their sizes (tasks an aggregator took are no longer in their group).
 func (b *Broker) ListGroups(ctx context.Context, queue string) ([]broker.GroupStats, error) {
 	if err := b.adminBegin(ctx, "list groups", queue); err != nil {
 		return nil, err
@@ -545,16 +540,9 @@ func (b *Broker) ListGroups(ctx context.Context, queue string) ([]broker.GroupSt
 	if q == nil {
 		return nil, nil
 	}
-	sizes := make(map[string]int)
+	out := make([]broker.GroupStats, 0, len(q.groups))
 	for g, members := range q.groups {
-		sizes[g] += len(members)
-	}
-	for _, set := range q.sets {
-		sizes[set.group] += len(set.tasks)
-	}
-	out := make([]broker.GroupStats, 0, len(sizes))
-	for g, n := range sizes {
-		out = append(out, broker.GroupStats{Group: g, Size: n})
+		out = append(out, broker.GroupStats{Group: g, Size: len(members)})
 	}
 	slices.SortFunc(out, func(a, c broker.GroupStats) int {
 		switch {
@@ -654,7 +642,7 @@ func (b *Broker) FinishAggregation(ctx context.Context, a *broker.Aggregation, m
 }
 
 // ReclaimAggregations gives the tasks of aggregation sets whose lease ran
-// out back to their groups and reports how many sets it reclaimed.
+// out back to their groups and reports how many tasks it gave back.
 func (b *Broker) ReclaimAggregations(ctx context.Context, queue string) (int, error) {
 	if err := b.adminBegin(ctx, "reclaim aggregations", queue); err != nil {
 		return 0, err
@@ -673,9 +661,9 @@ func (b *Broker) ReclaimAggregations(ctx context.Context, queue string) (int, er
 		for _, t := range set.tasks {
 			t.set = nil
 			q.index(t)
+			n++
 		}
 		delete(q.sets, id)
-		n++
 	}
 	return n, nil
 }
@@ -741,8 +729,8 @@ func (b *Broker) WriteSchedulerEntries(ctx context.Context, schedulerID string, 
 	defer b.mu.Unlock()
 	cp := make([]*base.SchedulerEntry, len(entries))
 	for i, e := range entries {
-		c := *e
-		cp[i] = &c
+		cp[i] = cloneEntry(e)
+		cp[i].SchedulerID = schedulerID
 	}
 	b.schedulers[schedulerID] = schedulerEntries{entries: cp, expires: b.now().Add(ttl)}
 	return nil
@@ -783,9 +771,15 @@ func (b *Broker) ListSchedulerEntries(ctx context.Context) ([]*base.SchedulerEnt
 	slices.Sort(ids)
 	for _, id := range ids {
 		for _, e := range b.schedulers[id].entries {
-			c := *e
-			out = append(out, &c)
+			out = append(out, cloneEntry(e))
 		}
 	}
 	return out, nil
+}
+
+func cloneEntry(e *base.SchedulerEntry) *base.SchedulerEntry {
+	c := *e
+	c.Payload = slices.Clone(e.Payload)
+	c.Options = slices.Clone(e.Options)
+	return &c
 }
