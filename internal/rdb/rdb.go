@@ -64,15 +64,14 @@ type Options struct {
 // concurrent use.
 type Broker struct {
 	c      rueidis.Client
-	clock  clockwork.Clock
+	clock  clockwork.Clock // nil: Redis TIME is the clock
 	log    *slog.Logger
 	closed atomic.Bool
 
-	archiveMax   string // ArchiveMaxSize as an ARGV
-	archiveAge   string // ArchiveMaxAge in ms as an ARGV
-	lockSlackMS  int64  // added to the PX ttl of uniqueness locks
-	queues       sync.Map
-	nowFromRedis bool
+	archiveMax  string   // ArchiveMaxSize as an ARGV
+	archiveAge  string   // ArchiveMaxAge in ms as an ARGV
+	lockSlackMS int64    // added to the PX ttl of uniqueness locks
+	queues      sync.Map // queue name -> *queueKeys
 
 	// life is cancelled by Close; subscriptions end with it.
 	life      context.Context
@@ -93,8 +92,7 @@ func New(c rueidis.Client, opts Options) *Broker {
 	if b.log == nil {
 		b.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	b.nowFromRedis = b.clock == nil
-	if !b.nowFromRedis {
+	if b.clock != nil {
 		// With a fake clock the lock's expiry (in its value) decides; the
 		// PX ttl, which runs on Redis's own clock, only cleans up, so it
 		// must not fire before a test's fake clock says so.
@@ -158,9 +156,6 @@ func pipelineMultiplex(conns int) int {
 	return m
 }
 
-// Client returns the underlying rueidis client (for tests and tools).
-func (b *Broker) Client() rueidis.Client { return b.c }
-
 // Close closes the connections and ends every subscription. Later calls
 // fail with base.ErrStorageClosed.
 func (b *Broker) Close() error {
@@ -191,7 +186,7 @@ func (b *Broker) Now(ctx context.Context) (time.Time, error) {
 	if b.closed.Load() {
 		return time.Time{}, fmt.Errorf("rdb: now: %w", base.ErrStorageClosed)
 	}
-	if !b.nowFromRedis {
+	if b.clock != nil {
 		return b.clock.Now(), nil
 	}
 	v, err := b.c.Do(ctx, b.c.B().Time().Build()).AsStrSlice()
@@ -212,7 +207,7 @@ func (b *Broker) Now(ctx context.Context) (time.Time, error) {
 // nowArg is the ARGV that carries "now" to a script: empty (the script
 // reads Redis TIME) unless a clock was given.
 func (b *Broker) nowArg() string {
-	if b.nowFromRedis {
+	if b.clock == nil {
 		return ""
 	}
 	return strconv.FormatInt(b.clock.Now().UnixMilli(), 10)
