@@ -18,10 +18,10 @@ func (b *Broker) Enqueue(ctx context.Context, p broker.EnqueueParams) error {
 		return err
 	}
 	var res rueidis.RedisResult
-	if !k.registered.Load() {
+	if k.needsRegister() {
 		rs := b.runMulti(ctx, []rueidis.Completed{b.registerCmd(k)}, []call{c})
 		if rs[0].Error() == nil {
-			k.registered.Store(true)
+			k.markRegistered()
 		}
 		res = rs[1]
 	} else {
@@ -44,7 +44,7 @@ func (b *Broker) EnqueueBatch(ctx context.Context, ps []broker.EnqueueParams) []
 			errs[i] = err
 			continue
 		}
-		if !k.registered.Load() && !containsKeys(reg, k) {
+		if k.needsRegister() && !containsKeys(reg, k) {
 			reg = append(reg, k)
 			extra = append(extra, b.registerCmd(k))
 		}
@@ -57,7 +57,7 @@ func (b *Broker) EnqueueBatch(ctx context.Context, ps []broker.EnqueueParams) []
 	res := b.runMulti(ctx, extra, calls)
 	for j, k := range reg {
 		if res[j].Error() == nil {
-			k.registered.Store(true)
+			k.markRegistered()
 		}
 	}
 	for j, i := range idx {

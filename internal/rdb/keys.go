@@ -3,6 +3,7 @@ package rdb
 import (
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/htqueue/htq/internal/base"
 )
@@ -62,8 +63,27 @@ type queueKeys struct {
 	// passed to scripts as an ARGV.
 	taskPattern string
 
-	// registered is set once the queue name is in keyQueues (per Broker).
-	registered atomic.Bool
+	// registered is set once the queue name is in keyQueues (per Broker);
+	// registeredAt (Unix ns) is when Enqueue last added it. Enqueue adds
+	// it again after reregisterEvery, so that a queue another process
+	// deleted (DeleteQueue) and this one still fills is listed again.
+	registered   atomic.Bool
+	registeredAt atomic.Int64
+}
+
+// reregisterEvery is how often Enqueue adds a queue to keyQueues again.
+const reregisterEvery = time.Minute
+
+// needsRegister tells whether the next enqueue into the queue must add it
+// to keyQueues (pipelined with the script).
+func (k *queueKeys) needsRegister() bool {
+	return !k.registered.Load() || time.Now().UnixNano()-k.registeredAt.Load() > int64(reregisterEvery)
+}
+
+// markRegistered records that the queue was just added to keyQueues.
+func (k *queueKeys) markRegistered() {
+	k.registeredAt.Store(time.Now().UnixNano())
+	k.registered.Store(true)
 }
 
 // newQueueKeys builds the key names of queue q, which must have passed

@@ -356,6 +356,14 @@ func TestQueueRegistrationCached(t *testing.T) {
 	if !slices.Equal(qs, []string{"r"}) {
 		t.Errorf("Queues = %v, want [r] (q was registered once, before the DEL)", qs)
 	}
+	// After reregisterEvery, an enqueue adds the queue again (another
+	// process may have deleted it).
+	k, _ := b.keys("q")
+	k.registeredAt.Add(-int64(reregisterEvery) - 1)
+	mustEnqueue(t, b, msg("q", "d"), time.Time{})
+	if qs, _ := b.Queues(t.Context()); !slices.Equal(qs, []string{"q", "r"}) {
+		t.Errorf("Queues after the re-registration period = %v, want [q r]", qs)
+	}
 }
 
 // TestCheckInvariantsFindsViolations breaks the storage by hand in each
