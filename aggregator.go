@@ -41,7 +41,7 @@ type aggregator struct {
 	b      broker.Broker
 	admin  broker.Admin
 	logger *slog.Logger
-	queues []string
+	queues *queueSet
 	agg    GroupAggregator
 	client *Client
 
@@ -50,7 +50,7 @@ type aggregator struct {
 	grace    time.Duration
 }
 
-func newAggregator(s *Storage, admin broker.Admin, logger *slog.Logger, queues []string, cfg Config) *aggregator {
+func newAggregator(s *Storage, admin broker.Admin, logger *slog.Logger, queues *queueSet, cfg Config) *aggregator {
 	maxSize := cfg.GroupMaxSize
 	if maxSize == 0 {
 		maxSize = maxAggregate
@@ -66,7 +66,7 @@ func aggregatorInterval(grace time.Duration) time.Duration {
 }
 
 func (a *aggregator) exec(ctx context.Context) {
-	for _, q := range a.queues {
+	for _, q := range a.queues.names() {
 		if _, err := a.admin.ReclaimAggregations(ctx, q); err != nil {
 			logCall(a.logger, "reclaim aggregations", err, "queue", q)
 		}

@@ -19,7 +19,7 @@ type forwarder struct {
 	b        broker.Broker
 	logger   *slog.Logger
 	clock    clockwork.Clock
-	queues   []string
+	queues   *queueSet
 	maxSleep time.Duration
 
 	wake     chan struct{}
@@ -31,7 +31,7 @@ type forwarder struct {
 // forwardBatch bounds how many tasks one Forward call moves.
 const forwardBatch = 1000
 
-func newForwarder(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, queues []string, maxSleep time.Duration) *forwarder {
+func newForwarder(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, queues *queueSet, maxSleep time.Duration) *forwarder {
 	return &forwarder{b: b, logger: logger.With("component", "htq.forwarder"), clock: clock,
 		queues: queues, maxSleep: maxSleep,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
@@ -70,7 +70,7 @@ func (f *forwarder) shutdown() {
 // forward moves due tasks of every queue and returns how long to sleep.
 func (f *forwarder) forward(ctx context.Context) time.Duration {
 	sleep := f.maxSleep
-	for _, q := range f.queues {
+	for _, q := range f.queues.names() {
 		res, err := f.b.Forward(ctx, q, forwardBatch)
 		if err != nil {
 			logCall(f.logger, "forward", err, "queue", q)

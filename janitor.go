@@ -12,16 +12,16 @@ import (
 type janitor struct {
 	b         broker.Broker
 	logger    *slog.Logger
-	queues    []string
+	queues    *queueSet
 	batchSize int
 }
 
-func newJanitor(b broker.Broker, logger *slog.Logger, queues []string, batchSize int) *janitor {
+func newJanitor(b broker.Broker, logger *slog.Logger, queues *queueSet, batchSize int) *janitor {
 	return &janitor{b: b, logger: logger.With("component", "htq.janitor"), queues: queues, batchSize: batchSize}
 }
 
 func (j *janitor) exec(ctx context.Context) {
-	for _, q := range j.queues {
+	for _, q := range j.queues.names() {
 		for ctx.Err() == nil {
 			n, err := j.b.DeleteExpiredCompleted(ctx, q, j.batchSize)
 			if err != nil {

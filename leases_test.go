@@ -33,6 +33,6 @@ func expireLease(t *testing.T, st *Storage, queue, id string) {
 	if err != nil || len(leases) != 1 || leases[0].Msg.ID != id {
 		t.Fatalf("ExpiredLeases = %v, %v", leases, err)
 	}
-	rec := newRecoverer(st.b, discardLogger(), []string{queue}, func(int, error, *Task) time.Duration { return time.Hour })
+	rec := newRecoverer(st.b, discardLogger(), newQueueSet(map[string]int{queue: 1}, false), func(int, error, *Task) time.Duration { return time.Hour })
 	rec.recover(ctx, leases[0])
 }

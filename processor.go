@@ -48,7 +48,7 @@ type processorParams struct {
 	logger        *slog.Logger
 	clock         clockwork.Clock
 	handler       Handler
-	queues        *queueSelector
+	queues        *queueSet
 	concurrency   int
 	leaseDuration time.Duration
 	pollInterval  time.Duration
@@ -200,7 +200,7 @@ func (p *processor) sleep(poll clockwork.Timer, wake <-chan struct{}, d time.Dur
 // until one may give a task.
 func (p *processor) fetch(ctx context.Context, n int) (leases []*broker.Lease, wait time.Duration, err error) {
 	var firstErr error
-	for _, q := range p.queues.order() {
+	for _, q := range p.queues.current().order() {
 		leases, err := p.broker.Fetch(ctx, broker.FetchParams{Queue: q, Max: n, LeaseDuration: p.leaseDuration, ServerID: p.serverID})
 		var throttled *broker.ThrottledError
 		switch {

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // queueSelector decides in which order a server tries its queues on each
@@ -61,7 +62,48 @@ func (qs *queueSelector) order() []string {
 	return out
 }
 
-// has reports whether q is one of the server's queues.
+// queueSet holds the queues a server serves now. It changes when the
+// server's QueueSource reports a new set.
+type queueSet struct {
+	strict bool
+	sel    atomic.Pointer[queueSelector]
+}
+
+func newQueueSet(queues map[string]int, strict bool) *queueSet {
+	s := &queueSet{strict: strict}
+	s.sel.Store(newQueueSelector(queues, strict))
+	return s
+}
+
+// current returns the selector of the queues served now.
+func (s *queueSet) current() *queueSelector { return s.sel.Load() }
+
+// names returns the queues served now, sorted.
+func (s *queueSet) names() []string { return s.current().names }
+
+// has reports whether q is served now.
+func (s *queueSet) has(q string) bool { return s.current().has(q) }
+
+// set replaces the queues served and reports whether they changed.
+func (s *queueSet) set(queues map[string]int) bool {
+	old := s.current()
+	if len(old.names) == len(queues) {
+		same := true
+		for i, q := range old.names {
+			if w, ok := queues[q]; !ok || w != old.weights[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return false
+		}
+	}
+	s.sel.Store(newQueueSelector(queues, s.strict))
+	return true
+}
+
+// has reports whether q is one of the selector's queues.
 func (qs *queueSelector) has(q string) bool {
 	i := sort.SearchStrings(qs.names, q)
 	return i < len(qs.names) && qs.names[i] == q

@@ -14,18 +14,18 @@ import (
 type recoverer struct {
 	b          broker.Broker
 	logger     *slog.Logger
-	queues     []string
+	queues     *queueSet
 	retryDelay RetryDelayFunc
 }
 
 const recoverBatch = 100
 
-func newRecoverer(b broker.Broker, logger *slog.Logger, queues []string, retryDelay RetryDelayFunc) *recoverer {
+func newRecoverer(b broker.Broker, logger *slog.Logger, queues *queueSet, retryDelay RetryDelayFunc) *recoverer {
 	return &recoverer{b: b, logger: logger.With("component", "htq.recoverer"), queues: queues, retryDelay: retryDelay}
 }
 
 func (r *recoverer) exec(ctx context.Context) {
-	for _, q := range r.queues {
+	for _, q := range r.queues.names() {
 		for ctx.Err() == nil {
 			leases, err := r.b.ExpiredLeases(ctx, q, recoverBatch)
 			if err != nil {

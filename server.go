@@ -53,6 +53,13 @@ type Config struct {
 	// A queue with weight 6 is fetched from about twice as often as one
 	// with weight 3.
 	Queues map[string]int
+	// QueueSource, when set, decides the queues to serve (with their
+	// weights) instead of Queues: the server asks it at start, every
+	// QueueRefreshInterval, and when a storage event names a queue it does
+	// not serve yet. htq serve uses it to serve queues created at run time.
+	QueueSource func(ctx context.Context) (map[string]int, error)
+	// QueueRefreshInterval is how often QueueSource is asked (default 5 s).
+	QueueRefreshInterval time.Duration
 	// StrictPriority drains queues in order of weight, highest first: a
 	// lower queue is fetched from only when every higher one is empty.
 	StrictPriority bool
@@ -132,8 +139,11 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency == 0 {
 		c.Concurrency = runtime.NumCPU()
 	}
-	if len(c.Queues) == 0 {
+	if len(c.Queues) == 0 && c.QueueSource == nil {
 		c.Queues = map[string]int{base.DefaultQueue: 1}
+	}
+	if c.QueueRefreshInterval == 0 {
+		c.QueueRefreshInterval = 5 * time.Second
 	}
 	if c.RetryDelayFunc == nil {
 		c.RetryDelayFunc = DefaultRetryDelayFunc
@@ -176,13 +186,11 @@ func (c Config) Validate() error {
 	if c.Concurrency < 0 {
 		return bad("Concurrency %d is negative", c.Concurrency)
 	}
-	for q, w := range c.Queues {
-		if err := base.ValidateQueueName(q); err != nil {
-			return fmt.Errorf("Config.Queues: %w", err)
-		}
-		if w <= 0 {
-			return bad("Queues[%q] weight %d is not positive", q, w)
-		}
+	if c.QueueSource != nil && len(c.Queues) > 0 {
+		return bad("Queues and QueueSource are both set; set one")
+	}
+	if err := validQueues(c.Queues); err != nil {
+		return fmt.Errorf("Config.Queues: %w", err)
 	}
 	for name, d := range map[string]time.Duration{
 		"ShutdownTimeout":          c.ShutdownTimeout,
@@ -192,6 +200,7 @@ func (c Config) Validate() error {
 		"JanitorInterval":          c.JanitorInterval,
 		"LeaseDuration":            c.LeaseDuration,
 		"GroupMaxDelay":            c.GroupMaxDelay,
+		"QueueRefreshInterval":     c.QueueRefreshInterval,
 		"GroupGracePeriod":         c.GroupGracePeriod,
 	} {
 		if d < 0 {
@@ -237,6 +246,7 @@ type Server struct {
 	hb   *heartbeater
 	bg   []*periodic
 	sub  *subscriber
+	ref  *refresher // nil unless Config.QueueSource is set
 }
 
 type serverState int
@@ -305,7 +315,19 @@ func (srv *Server) Start(h Handler) error {
 	srv.ctx, srv.cancel = context.WithCancel(context.Background())
 	srv.info.Started = clock.Now()
 	srv.info.Status = "active"
-	queues := newQueueSelector(cfg.Queues, cfg.StrictPriority)
+	initial := cfg.Queues
+	if cfg.QueueSource != nil {
+		srcCtx, cancelSrc := context.WithTimeout(context.Background(), 10*time.Second)
+		initial, err = cfg.QueueSource(srcCtx)
+		cancelSrc()
+		if err != nil {
+			return fmt.Errorf("htq: start server: QueueSource: %w", err)
+		}
+		if err := validQueues(initial); err != nil {
+			return fmt.Errorf("htq: start server: QueueSource: %w", err)
+		}
+	}
+	queues := newQueueSet(initial, cfg.StrictPriority)
 
 	// The wiring: who talks to whom.
 	srv.proc = newProcessor(processorParams{
@@ -315,11 +337,19 @@ func (srv *Server) Start(h Handler) error {
 		isFailure: cfg.IsFailure, errorHandler: cfg.ErrorHandler,
 		baseContext: cfg.BaseContext, serverID: srv.info.ID,
 	})
-	srv.fwd = newForwarder(b, cfg.Logger, clock, queues.names, cfg.DelayedTaskCheckInterval)
+	srv.fwd = newForwarder(b, cfg.Logger, clock, queues, cfg.DelayedTaskCheckInterval)
 	srv.hb = newHeartbeater(b, cfg.Logger, clock, srv.proc, &srv.info, cfg.LeaseDuration)
-	srv.sub = newSubscriber(b, cfg.Logger, clock, queues, srv.proc.signal, srv.fwd.signal, srv.proc.cancelTask)
-	rec := newRecoverer(b, cfg.Logger, queues.names, cfg.RetryDelayFunc)
-	jan := newJanitor(b, cfg.Logger, queues.names, cfg.JanitorBatchSize)
+	var onUnknown func(string)
+	if cfg.QueueSource != nil {
+		srv.ref = newRefresher(cfg.QueueSource, cfg.Logger, clock, cfg.QueueRefreshInterval, queues, func() {
+			srv.proc.signal()
+			srv.fwd.signal()
+		})
+		onUnknown = func(string) { srv.ref.signal() }
+	}
+	srv.sub = newSubscriber(b, cfg.Logger, clock, queues, srv.proc.signal, srv.fwd.signal, srv.proc.cancelTask, onUnknown)
+	rec := newRecoverer(b, cfg.Logger, queues, cfg.RetryDelayFunc)
+	jan := newJanitor(b, cfg.Logger, queues, cfg.JanitorBatchSize)
 	hc := newHealthChecker(b, cfg.HealthCheckFunc)
 	srv.bg = []*periodic{
 		newPeriodic("recoverer", clock, recoverInterval(cfg.LeaseDuration), rec.exec),
@@ -327,7 +357,7 @@ func (srv *Server) Start(h Handler) error {
 		newPeriodic("healthchecker", clock, cfg.HealthCheckInterval, hc.exec),
 	}
 	if admin != nil {
-		agg := newAggregator(srv.s, admin, cfg.Logger, queues.names, cfg)
+		agg := newAggregator(srv.s, admin, cfg.Logger, queues, cfg)
 		srv.bg = append(srv.bg, newPeriodic("aggregator", clock, aggregatorInterval(cfg.GroupGracePeriod), agg.exec))
 	}
 
@@ -336,6 +366,9 @@ func (srv *Server) Start(h Handler) error {
 	srv.fwd.start(srv.ctx)
 	for _, p := range srv.bg {
 		p.start(srv.ctx)
+	}
+	if srv.ref != nil {
+		srv.ref.start(srv.ctx)
 	}
 	srv.proc.start(srv.ctx)
 	srv.state = stateRunning
@@ -396,6 +429,9 @@ func (srv *Server) Shutdown() {
 	srv.proc.stopFetching()
 	srv.proc.drain(srv.cfg.ShutdownTimeout)
 	srv.fwd.shutdown()
+	if srv.ref != nil {
+		srv.ref.shutdown()
+	}
 	for _, p := range srv.bg {
 		p.shutdown()
 	}
@@ -424,4 +460,17 @@ func logCall(logger *slog.Logger, what string, err error, args ...any) {
 		return
 	}
 	logger.Warn(what+" failed", append(args, "err", err)...)
+}
+
+// validQueues checks queue names and weights.
+func validQueues(queues map[string]int) error {
+	for q, w := range queues {
+		if err := base.ValidateQueueName(q); err != nil {
+			return err
+		}
+		if w <= 0 {
+			return fmt.Errorf("%w: queue %q has weight %d, not positive", ErrInvalidArgument, q, w)
+		}
+	}
+	return nil
 }

@@ -16,17 +16,19 @@ type subscriber struct {
 	b        broker.Broker
 	logger   *slog.Logger
 	clock    clockwork.Clock
-	queues   *queueSelector
+	queues   *queueSet
 	onReady  func()
 	onSched  func()
 	onCancel func(taskID string)
-	cancel   context.CancelFunc
-	done     chan struct{}
+	// onUnknown, when set, is told of events for queues not served.
+	onUnknown func(queue string)
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
 
-func newSubscriber(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, queues *queueSelector, onReady, onSched func(), onCancel func(string)) *subscriber {
+func newSubscriber(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, queues *queueSet, onReady, onSched func(), onCancel func(string), onUnknown func(string)) *subscriber {
 	return &subscriber{b: b, logger: logger.With("component", "htq.subscriber"), clock: clock,
-		queues: queues, onReady: onReady, onSched: onSched, onCancel: onCancel, done: make(chan struct{})}
+		queues: queues, onReady: onReady, onSched: onSched, onCancel: onCancel, onUnknown: onUnknown, done: make(chan struct{})}
 }
 
 func (s *subscriber) start(ctx context.Context) {
@@ -59,12 +61,15 @@ func (s *subscriber) start(ctx context.Context) {
 
 func (s *subscriber) dispatch(ev broker.Event) {
 	switch ev.Kind {
-	case broker.EventReady:
-		if s.queues.has(ev.Queue) {
+	case broker.EventReady, broker.EventScheduled:
+		switch {
+		case !s.queues.has(ev.Queue):
+			if s.onUnknown != nil {
+				s.onUnknown(ev.Queue)
+			}
+		case ev.Kind == broker.EventReady:
 			s.onReady()
-		}
-	case broker.EventScheduled:
-		if s.queues.has(ev.Queue) {
+		default:
 			s.onSched()
 		}
 	case broker.EventCancel:
