@@ -80,12 +80,12 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 		st.ProcessedTotal, st.FailedTotal = c[0], c[1]
 	}
 	if h := q.pending.head; h != nil {
-		st.OldestPending = h.due
+		st.OldestPending = h.at
 		for t := h.next; t != nil && t.order < h.order+1_000; t = t.next {
 			// Requeued tasks go to the head with their old pending time;
 			// look a little further for an older one, not the whole list.
-			if t.due.Before(st.OldestPending) {
-				st.OldestPending = t.due
+			if t.at.Before(st.OldestPending) {
+				st.OldestPending = t.at
 			}
 		}
 	}
@@ -199,9 +199,9 @@ func (b *Broker) info(t *task, now time.Time) *base.TaskInfo {
 	case base.StatePending:
 		info.NextProcessAt = now
 	case base.StateScheduled, base.StateRetry:
-		info.NextProcessAt = t.due
+		info.NextProcessAt = t.at
 	case base.StateActive:
-		info.LeaseDeadline = t.leaseDeadline
+		info.LeaseDeadline = t.at
 	case base.StateCompleted:
 		info.CompletedAt = t.completedAt
 	}
@@ -242,7 +242,7 @@ func (b *Broker) run(q *queue, t *task, now time.Time) error {
 	before := q.pending.n
 	q.unindex(t)
 	t.state = base.StatePending
-	t.due, t.archivedAt = now, time.Time{}
+	t.at = now // pending since
 	q.pending.pushBack(t)
 	b.putTask(t)
 	b.readyIfFirst(q, before)
@@ -288,7 +288,7 @@ func (b *Broker) archiveTask(q *queue, t *task, now time.Time) error {
 	}
 	q.unindex(t)
 	t.state = base.StateArchived
-	t.due, t.archivedAt = time.Time{}, now
+	t.at = now // archived
 	q.index(t)
 	b.putTask(t)
 	b.trimArchived(q, now)
@@ -582,8 +582,8 @@ func (b *Broker) TakeGroup(ctx context.Context, p broker.TakeGroupParams) (*brok
 	slices.SortFunc(members, cmpSeq)
 	oldest, newest := members[0], members[len(members)-1]
 	ready := len(members) >= p.MaxSize ||
-		p.MaxDelay > 0 && !now.Before(oldest.enqueuedAt.Add(p.MaxDelay)) ||
-		!now.Before(newest.enqueuedAt.Add(p.GracePeriod))
+		p.MaxDelay > 0 && !now.Before(oldest.at.Add(p.MaxDelay)) ||
+		!now.Before(newest.at.Add(p.GracePeriod))
 	if !ready {
 		return nil, nil
 	}

@@ -239,7 +239,7 @@ func (b *Broker) load() error {
 			q.index(t)
 		default:
 			h := q.heapOf(t.state)
-			t.heapIdx = len(h.items)
+			t.heapIdx = int32(len(h.items))
 			h.items = append(h.items, t)
 		}
 		if !t.uniqueUntil.IsZero() {
@@ -325,8 +325,8 @@ func (b *Broker) expireOrphans() (tasks, orphans int) {
 		tasks += len(q.tasks)
 		for _, t := range slices.Clone(q.active.items) {
 			orphans++
-			if t.leaseDeadline.After(now) {
-				t.leaseDeadline = now
+			if t.at.After(now) {
+				t.at = now
 				q.active.fix(t)
 				b.putTask(t)
 			}

@@ -100,7 +100,7 @@ func (q *queue) nextDue() *task {
 		return r
 	case r == nil:
 		return s
-	case r.due.Before(s.due):
+	case r.at.Before(s.at):
 		return r
 	}
 	return s

@@ -53,11 +53,14 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 			if t.seq >= b.nextSeq {
 				bad("task %q has record %d beyond the next sequence number %d", id, t.seq, b.nextSeq)
 			}
-			if (t.state == base.StateActive) != (t.token != "") || (t.state == base.StateActive) == t.leaseDeadline.IsZero() {
-				bad("task %q in state %v: token %q, lease deadline %v", id, t.state, t.token, t.leaseDeadline)
+			if (t.state == base.StateActive) != (t.token != "") {
+				bad("task %q in state %v has lease token %q", id, t.state, t.token)
 			}
-			if (t.state == base.StateScheduled || t.state == base.StateRetry || t.state == base.StatePending) == t.due.IsZero() {
-				bad("task %q in state %v has due time %v", id, t.state, t.due)
+			if t.at.IsZero() {
+				bad("task %q in state %v has no time (due, lease deadline, …)", id, t.state)
+			}
+			if (t.state == base.StateCompleted) == t.completedAt.IsZero() {
+				bad("task %q in state %v has completion time %v", id, t.state, t.completedAt)
 			}
 			switch t.state {
 			case base.StatePending:
@@ -72,7 +75,7 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 				}
 			case base.StateActive, base.StateScheduled, base.StateRetry, base.StateArchived, base.StateCompleted:
 				h := q.heapOf(t.state)
-				if t.heapIdx < 0 || t.heapIdx >= len(h.items) || h.items[t.heapIdx] != t {
+				if t.heapIdx < 0 || int(t.heapIdx) >= len(h.items) || h.items[t.heapIdx] != t {
 					bad("task %q in state %v missing from its index", id, t.state)
 				}
 			default:
@@ -112,7 +115,7 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 			base.StateRetry: q.retry, base.StateArchived: q.archived, base.StateCompleted: q.completed} {
 			for i, t := range h.items {
 				seen++
-				if t.state != state || t.heapIdx != i || q.tasks[t.msg.ID] != t {
+				if t.state != state || int(t.heapIdx) != i || q.tasks[t.msg.ID] != t {
 					bad("%v index of %q holds %q (state %v, position %d/%d)", state, name, t.msg.ID, t.state, t.heapIdx, i)
 				}
 				if i > 0 && h.Less(i, (i-1)/2) {

@@ -120,7 +120,9 @@ func (b *Broker) enqueue(msg *base.TaskMessage, processAt time.Time, now time.Ti
 	}
 	q = b.registerQueue(msg.Queue)
 	msg.Queue = q.name
-	t := &task{seq: b.nextSeq, msg: msg, heapIdx: -1, enqueuedAt: now}
+	t := &task{seq: b.nextSeq, m: *msg, heapIdx: -1, at: now}
+	t.msg = &t.m // one allocation for the task and its message
+	msg = t.msg
 	b.nextSeq++
 	if msg.UniqueKey != "" {
 		if old := q.unique[msg.UniqueKey]; old != nil {
@@ -137,10 +139,9 @@ func (b *Broker) enqueue(msg *base.TaskMessage, processAt time.Time, now time.Ti
 		t.state = base.StateAggregating
 	case processAt.After(now):
 		t.state = base.StateScheduled
-		t.due = normTime(processAt)
+		t.at = normTime(processAt)
 	default:
-		t.state = base.StatePending
-		t.due = now // pending since
+		t.state = base.StatePending // since now
 	}
 	q.tasks[msg.ID] = t
 	q.index(t)
@@ -192,13 +193,11 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		t := q.pending.head
 		q.pending.remove(t)
 		t.state = base.StateActive
-		t.due = time.Time{}
-		t.token = newToken()
-		t.leaseDeadline = now.Add(lease)
-		t.serverID = p.ServerID
+		t.token = p.ServerID + "/" + newToken() // names the server for the Inspector
+		t.at = now.Add(lease)
 		heap.Push(q.active, t)
 		b.putTask(t)
-		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.leaseDeadline, Duration: lease})
+		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.at, Duration: lease})
 	}
 	if q.settings.RateLimit > 0 {
 		q.tokens, q.tokensAt = tokens-float64(len(out)), now
@@ -260,7 +259,7 @@ func (b *Broker) held(l broker.LeaseRef) (*queue, *task, error) {
 // lease. The caller holds b.mu.
 func endLease(q *queue, t *task) {
 	q.unindex(t)
-	t.token, t.leaseDeadline, t.serverID = "", time.Time{}, ""
+	t.token, t.at = "", time.Time{}
 }
 
 // removeTask deletes t for good, releasing its uniqueness lock. The caller
@@ -304,7 +303,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		}
 		t.state = base.StateCompleted
 		t.completedAt = now
-		t.expireAt = now.Add(keep)
+		t.at = now.Add(keep) // end of retention
 		q.index(t)
 		b.putTask(t)
 	}
@@ -322,7 +321,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 
 // checkExpired enforces RequireExpired. The caller holds b.mu.
 func checkExpired(t *task, require bool, now time.Time) error {
-	if require && t.leaseDeadline.After(now) {
+	if require && t.at.After(now) {
 		return fmt.Errorf("%w: task %q of queue %q: the lease has not expired", base.ErrLeaseLost, t.msg.ID, t.msg.Queue)
 	}
 	return nil
@@ -356,7 +355,7 @@ func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
 	t.msg.LastErr = p.ErrMsg
 	t.msg.LastFailedAt = now
 	t.state = base.StateRetry
-	t.due = now.Add(p.Delay)
+	t.at = now.Add(p.Delay)
 	q.index(t)
 	b.putTask(t)
 	b.count(q, statProcessed, now)
@@ -390,7 +389,7 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 	t.msg.LastErr = p.ErrMsg
 	t.msg.LastFailedAt = now
 	t.state = base.StateArchived
-	t.archivedAt = now
+	t.at = now // archived
 	q.index(t)
 	b.putTask(t)
 	if t.watched {
@@ -410,7 +409,7 @@ func (b *Broker) trimArchived(q *queue, now time.Time) {
 	cutoff := now.Add(-archiveMaxAge)
 	for {
 		t := q.archived.peek()
-		if t == nil || q.archived.Len() <= maxArchived && !t.archivedAt.Before(cutoff) {
+		if t == nil || q.archived.Len() <= maxArchived && !t.at.Before(cutoff) {
 			return
 		}
 		heap.Pop(q.archived)
@@ -435,7 +434,7 @@ func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
 	endLease(q, t)
 	before := q.pending.n
 	t.state = base.StatePending
-	t.due = b.now() // pending since
+	t.at = b.now() // pending since
 	q.pending.pushFront(t)
 	b.putTask(t)
 	b.readyIfFirst(q, before)
@@ -465,12 +464,12 @@ func (b *Broker) ExtendLeases(ctx context.Context, queue string, leases []broker
 	for _, l := range leases {
 		l.Queue = queue
 		q, t, err := b.held(l)
-		if err != nil || !now.Before(t.leaseDeadline) {
+		if err != nil || !now.Before(t.at) {
 			// An expired lease stays expired: the Recoverer owns it.
 			lost = append(lost, l.ID)
 			continue
 		}
-		t.leaseDeadline = now.Add(d)
+		t.at = now.Add(d)
 		q.active.fix(t)
 		b.putTask(t)
 	}
@@ -499,10 +498,10 @@ func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]
 	now := b.now()
 	var out []*broker.Lease
 	q.active.ascending(func(t *task) bool {
-		if t.leaseDeadline.After(now) {
+		if t.at.After(now) {
 			return false
 		}
-		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.leaseDeadline})
+		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.at})
 		return len(out) < limit
 	})
 	return out, nil
@@ -555,8 +554,8 @@ func (b *Broker) Forward(ctx context.Context, queue string, limit int) (broker.F
 		if t == nil {
 			break
 		}
-		if t.due.After(now) {
-			res.HasNext, res.NextIn = true, t.due.Sub(now)
+		if t.at.After(now) {
+			res.HasNext, res.NextIn = true, t.at.Sub(now)
 			break
 		}
 		if res.Moved == limit {
@@ -565,7 +564,7 @@ func (b *Broker) Forward(ctx context.Context, queue string, limit int) (broker.F
 		}
 		q.unindex(t)
 		t.state = base.StatePending
-		t.due = now // pending since
+		t.at = now // pending since
 		q.pending.pushBack(t)
 		b.putTask(t)
 		res.Moved++
@@ -598,7 +597,7 @@ func (b *Broker) DeleteExpiredCompleted(ctx context.Context, queue string, limit
 	n := 0
 	for n < limit {
 		t := q.completed.peek()
-		if t == nil || t.expireAt.After(now) {
+		if t == nil || t.at.After(now) {
 			break
 		}
 		heap.Pop(q.completed)
@@ -629,9 +628,9 @@ func (b *Broker) GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskI
 	case base.StatePending:
 		info.NextProcessAt = b.now()
 	case base.StateScheduled, base.StateRetry:
-		info.NextProcessAt = t.due
+		info.NextProcessAt = t.at
 	case base.StateActive:
-		info.LeaseDeadline = t.leaseDeadline
+		info.LeaseDeadline = t.at
 	case base.StateCompleted:
 		info.CompletedAt = t.completedAt
 	}

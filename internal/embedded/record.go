@@ -20,7 +20,7 @@ const recordVersion = 1
 func encodeTask(t *task) []byte {
 	m := t.msg
 	n := 64 + len(m.ID) + len(m.Type) + len(m.Payload) + len(m.Queue) + len(m.UniqueKey) +
-		len(m.GroupKey) + len(m.LastErr) + len(t.token) + len(t.serverID) + len(t.result)
+		len(m.GroupKey) + len(m.LastErr) + len(t.token) + len(t.result)
 	e := encoder{b: make([]byte, 0, n+12*10)}
 	e.b = append(e.b, recordVersion)
 	e.uvarint(uint64(t.state))
@@ -39,16 +39,11 @@ func encodeTask(t *task) []byte {
 	e.str(m.LastErr)
 	e.time(m.LastFailedAt)
 	e.varint(t.order)
-	e.time(t.due)
+	e.time(t.at)
 	e.str(t.token)
-	e.time(t.leaseDeadline)
-	e.str(t.serverID)
 	e.time(t.completedAt)
-	e.time(t.expireAt)
 	e.bytes(t.result)
-	e.time(t.archivedAt)
 	e.time(t.uniqueUntil)
-	e.time(t.enqueuedAt)
 	return e.b
 }
 
@@ -92,16 +87,11 @@ func decodeTask(seq uint64, b []byte, intern func([]byte) string) (*task, error)
 	m.LastErr = d.str()
 	m.LastFailedAt = d.time()
 	t.order = d.varint()
-	t.due = d.time()
+	t.at = d.time()
 	t.token = d.str()
-	t.leaseDeadline = d.time()
-	t.serverID = d.str()
 	t.completedAt = d.time()
-	t.expireAt = d.time()
 	t.result = d.bytes()
-	t.archivedAt = d.time()
 	t.uniqueUntil = d.time()
-	t.enqueuedAt = d.time()
 	if d.err != nil {
 		return nil, fmt.Errorf("%w %d: %v", errBadRecord, seq, d.err)
 	}

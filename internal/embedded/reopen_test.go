@@ -25,7 +25,9 @@ func snapshot(t *testing.T, b *Broker) map[string]string {
 			c := *tk
 			c.prev, c.next, c.heapIdx, c.msg = nil, nil, 0, nil
 			c.m = *tk.msg
-			c.leaseDeadline = time.Time{} // ends at reopen
+			if c.state == base.StateActive {
+				c.at = time.Time{} // the lease ends at reopen
+			}
 			out[name+"/"+id] = fmt.Sprintf("%+v", c)
 		}
 	}

@@ -25,30 +25,27 @@ type task struct {
 	// order places a pending task in its queue's pending list (smaller is
 	// fetched first).
 	order int64
-	// due is when a scheduled or retry task becomes pending.
-	due time.Time
-	// token, leaseDeadline and serverID describe the lease of an active task.
-	token         string
-	leaseDeadline time.Time
-	serverID      string
-	// completedAt and expireAt (end of retention) describe a completed task.
+	// at is the one time that matters in the task's state, the key of its
+	// index: when it became pending, when it is due (scheduled, retry),
+	// its lease deadline (active), the end of its retention (completed),
+	// when it was archived, when it was enqueued (aggregating). One field
+	// for all of them keeps a million tasks in less memory.
+	at time.Time
+	// token fences the lease of an active task: "<server ID>/<random>".
+	token string
+	// completedAt is when a completed task succeeded.
 	completedAt time.Time
-	expireAt    time.Time
 	// result is what the handler wrote (WriteResult).
 	result []byte
-	// archivedAt is when an archived task was archived.
-	archivedAt time.Time
 	// uniqueUntil is when the task's uniqueness lock expires; zero when the
 	// task holds no lock (none asked for, or released).
 	uniqueUntil time.Time
-	// enqueuedAt is when the task was stored (it orders a group).
-	enqueuedAt time.Time
 
 	// in-memory state, not persisted
 	prev, next *task   // pending list
-	heapIdx    int     // position in the heap of its state, -1 when in none
-	watched    bool    // WatchTask: completing or archiving sends EventDone
 	set        *aggSet // the aggregation set holding this aggregating task
+	heapIdx    int32   // position in the heap of its state, -1 when in none
+	watched    bool    // WatchTask: completing or archiving sends EventDone
 }
 
 // queue holds the indexes of one queue. Every task of the queue is in tasks
@@ -70,7 +67,7 @@ type queue struct {
 
 	tasks     map[string]*task
 	pending   pendingList
-	active    *taskHeap // by lease deadline
+	active    *taskHeap // by lease deadline (task.at, as in every heap)
 	scheduled *taskHeap // by due time
 	retry     *taskHeap // by due time
 	archived  *taskHeap // by archive time
@@ -84,11 +81,11 @@ func newQueue(name string, size int) *queue {
 	return &queue{
 		name:      name,
 		tasks:     make(map[string]*task, size),
-		active:    &taskHeap{key: func(t *task) time.Time { return t.leaseDeadline }},
-		scheduled: &taskHeap{key: func(t *task) time.Time { return t.due }},
-		retry:     &taskHeap{key: func(t *task) time.Time { return t.due }},
-		archived:  &taskHeap{key: func(t *task) time.Time { return t.archivedAt }},
-		completed: &taskHeap{key: func(t *task) time.Time { return t.expireAt }},
+		active:    &taskHeap{},
+		scheduled: &taskHeap{},
+		retry:     &taskHeap{},
+		archived:  &taskHeap{},
+		completed: &taskHeap{},
 		groups:    make(map[string]map[string]*task),
 		unique:    make(map[string]*task),
 		counters:  make(map[uint64]*[2]int64),
@@ -219,7 +216,7 @@ func (q *queue) unindex(t *task) {
 			delete(q.groups, t.msg.GroupKey)
 		}
 	default:
-		heap.Remove(q.heapOf(t.state), t.heapIdx)
+		heap.Remove(q.heapOf(t.state), int(t.heapIdx))
 	}
 }
 
@@ -307,33 +304,32 @@ func (l *pendingList) remove(t *task) {
 	l.n--
 }
 
-// taskHeap is a min-heap of tasks by key, ties broken by sequence number so
-// that the order is total and the same after a reopen.
+// taskHeap is a min-heap of tasks by task.at, ties broken by sequence
+// number so that the order is total and the same after a reopen.
 type taskHeap struct {
-	key   func(*task) time.Time
 	items []*task
 }
 
 func (h *taskHeap) Len() int           { return len(h.items) }
 func (h *taskHeap) Less(i, j int) bool { return h.cmp(h.items[i], h.items[j]) < 0 }
 
-// cmp orders a and b by key, then by sequence number.
+// cmp orders a and b by at, then by sequence number.
 func (h *taskHeap) cmp(a, b *task) int {
-	if c := h.key(a).Compare(h.key(b)); c != 0 {
+	if c := a.at.Compare(b.at); c != 0 {
 		return c
 	}
 	return cmpSeq(a, b)
 }
 func (h *taskHeap) Swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.items[i].heapIdx = i
-	h.items[j].heapIdx = j
+	h.items[i].heapIdx = int32(i)
+	h.items[j].heapIdx = int32(j)
 }
 
 // Push implements heap.Interface; use heap.Push.
 func (h *taskHeap) Push(x any) {
 	t := x.(*task)
-	t.heapIdx = len(h.items)
+	t.heapIdx = int32(len(h.items))
 	h.items = append(h.items, t)
 }
 
@@ -356,7 +352,7 @@ func (h *taskHeap) peek() *task {
 }
 
 // fix restores the heap after the key of t changed.
-func (h *taskHeap) fix(t *task) { heap.Fix(h, t.heapIdx) }
+func (h *taskHeap) fix(t *task) { heap.Fix(h, int(t.heapIdx)) }
 
 // ascending calls f for tasks in key order while f returns true, without
 // changing the heap. It costs O(k log k) for k visited tasks.
