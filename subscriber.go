@@ -52,6 +52,9 @@ func (s *subscriber) start(ctx context.Context) {
 			// Anything may have happened before the subscription started.
 			s.onReady()
 			s.onSched()
+			if s.onUnknown != nil {
+				s.onUnknown("")
+			}
 			for ev := range events {
 				s.dispatch(ev)
 			}
@@ -77,6 +80,9 @@ func (s *subscriber) dispatch(ev broker.Event) {
 	case broker.EventResync:
 		s.onReady()
 		s.onSched()
+		if s.onUnknown != nil {
+			s.onUnknown("")
+		}
 	}
 }
 
