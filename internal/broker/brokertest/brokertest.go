@@ -105,6 +105,17 @@ func Run(t *testing.T, newBroker Factory) {
 		{"Tasks", taskTests()},
 		{"Servers", serverTests()},
 		{"Concurrency", concurrencyTests()},
+		// The areas of broker.Admin (see admin.go); skipped by brokers
+		// that do not implement it.
+		{"Stats", statsTests()},
+		{"List", listTests()},
+		{"TaskOps", taskOpTests()},
+		{"BulkOps", bulkTests()},
+		{"QueueControl", queueControlTests()},
+		{"Settings", settingsTests()},
+		{"Presence", presenceTests()},
+		{"Groups", groupTests()},
+		{"Scheduler", schedulerTests()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
