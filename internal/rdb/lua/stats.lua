@@ -1,5 +1,8 @@
--- stats.lua: reads the sizes, counters and settings of one queue (read
--- only; O(groups + aggregation sets), whatever the number of tasks).
+-- stats.lua: reads the sizes, counters and settings of one queue, in
+-- O(groups + aggregation sets) whatever the number of tasks. Its one write:
+-- the oldest pending task gets its p field (when it became pending) if it
+-- has none, as a plain enqueue does not write it (that would cost every
+-- enqueue a field), so its age counts from the first look.
 -- KEYS[1] pending list  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] scheduled zset  KEYS[5] retry zset  KEYS[6] archived zset
 -- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] group zset prefix
@@ -34,7 +37,12 @@ end
 local oldest = 0
 local head = redis.call('LINDEX', KEYS[1], -1)
 if head then
-  oldest = tonumber(redis.call('HGET', KEYS[16] .. head, 'p')) or now
+  local tk = KEYS[16] .. head
+  oldest = tonumber(redis.call('HGET', tk, 'p'))
+  if not oldest then
+    oldest = now
+    if redis.call('HEXISTS', tk, 'm') == 1 then redis.call('HSET', tk, 'p', istr(now)) end
+  end
 end
 local st = redis.call('HMGET', KEYS[15], 'mc', 'rl', 'rb', 'ld')
 local mem = -1
