@@ -32,6 +32,8 @@ var (
 	ErrQueuePaused = errors.New("htq: queue paused")
 	// ErrQueueNotEmpty means a queue still holds tasks (DeleteQueue without force).
 	ErrQueueNotEmpty = errors.New("htq: queue not empty")
+	// ErrNotFound means a named record (not a task or a queue) does not exist.
+	ErrNotFound = errors.New("htq: not found")
 	// ErrWrongState means the task is not in a state the operation applies to.
 	ErrWrongState = errors.New("htq: task in wrong state for this operation")
 )
