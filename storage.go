@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/embedded"
 	"github.com/htqueue/htq/internal/rdb"
 )
 
@@ -23,10 +24,13 @@ type Storage struct {
 }
 
 // Schemes lists the storage URL schemes Open accepts.
-var schemes = []string{"redis", "rediss", "redis-sentinel", "redis-cluster"}
+var schemes = []string{"file", "mem", "redis", "rediss", "redis-sentinel", "redis-cluster"}
 
 // Open connects to the storage named by rawURL:
 //
+//	file:PATH                               the embedded on-disk store in directory PATH
+//	                                        (created if missing; one process at a time)
+//	mem:                                    an in-memory store, for tests and examples
 //	redis://[:password@]host:port/db        one Redis server
 //	rediss://[:password@]host:port/db       the same over TLS
 //	redis-sentinel://[:password@]h1:p1,h2:p2/db?master=NAME
@@ -45,6 +49,22 @@ func OpenContext(ctx context.Context, rawURL string) (*Storage, error) {
 		return nil, fmt.Errorf("htq: open %q: %w: no scheme; use one of %s", redact(rawURL), ErrUnknownScheme, strings.Join(schemes, ", "))
 	}
 	switch strings.ToLower(scheme) {
+	case "file":
+		path := strings.TrimPrefix(rawURL[len(scheme)+1:], "//")
+		if path == "" {
+			return nil, fmt.Errorf("htq: open %q: %w: file: needs a directory path, e.g. file:./htq-data", rawURL, ErrInvalidArgument)
+		}
+		b, err := embedded.Open(ctx, path, embedded.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("htq: open %s: %w", rawURL, err)
+		}
+		return newStorage(b, rawURL), nil
+	case "mem":
+		b, err := embedded.OpenMemory(embedded.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("htq: open %s: %w", rawURL, err)
+		}
+		return newStorage(b, rawURL), nil
 	case "redis", "rediss", "redis-sentinel", "redis-cluster":
 		b, err := rdb.Open(ctx, rawURL, rdb.Options{})
 		if err != nil {
