@@ -6,6 +6,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -98,12 +99,14 @@ func (b *Broker) run(ctx context.Context, c call) rueidis.RedisResult {
 	return r
 }
 
-// loadScripts loads every script into the script cache of every node, in
-// one pipeline per node, so that EVALSHA finds them.
+// loadScripts loads every script (allScripts and adminScripts) into the
+// script cache of every node, in one pipeline per node, so that EVALSHA
+// finds them.
 func (b *Broker) loadScripts(ctx context.Context) error {
+	scripts := slices.Concat(allScripts, adminScripts)
 	for addr, n := range b.c.Nodes() {
-		cmds := make([]rueidis.Completed, len(allScripts))
-		for i, s := range allScripts {
+		cmds := make([]rueidis.Completed, len(scripts))
+		for i, s := range scripts {
 			cmds[i] = n.B().ScriptLoad().Script(s.src).Build()
 		}
 		for _, r := range n.DoMulti(ctx, cmds...) {
