@@ -80,14 +80,8 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 		st.ProcessedTotal, st.FailedTotal = c[0], c[1]
 	}
 	if h := q.pending.head; h != nil {
+		// The task fetched next; a requeued task counts from its requeue.
 		st.OldestPending = h.at
-		for t := h.next; t != nil && t.order < h.order+1_000; t = t.next {
-			// Requeued tasks go to the head with their old pending time;
-			// look a little further for an older one, not the whole list.
-			if t.at.Before(st.OldestPending) {
-				st.OldestPending = t.at
-			}
-		}
 	}
 	st.MemoryBytes = -1
 	return st, nil
