@@ -172,7 +172,7 @@ func (b *Broker) PauseQueue(ctx context.Context, queue string) error {
 			return b.wrap("pause queue "+queue, err)
 		}
 	}
-	k.registered.Store(true)
+	k.markRegistered()
 	return nil
 }
 
@@ -303,7 +303,7 @@ func (b *Broker) SetQueueSettings(ctx context.Context, queue string, s broker.Qu
 			return b.wrap("set queue settings "+queue, err)
 		}
 	}
-	k.registered.Store(true)
+	k.markRegistered()
 	return nil
 }
 
