@@ -320,3 +320,37 @@ func TestAdminWatchAndCancel(t *testing.T) {
 		t.Fatalf("kept past WatchGrace: %d deleted", n)
 	}
 }
+
+func TestMetaStoreSurvivesReopen(t *testing.T) {
+	f := newAdminFixture(t)
+	ctx := t.Context()
+	if _, err := f.b.GetMeta(ctx, "queue/a"); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("GetMeta of a missing key: %v", err)
+	}
+	if err := f.b.PutMeta(ctx, "queue/a", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.b.PutMetaIfAbsent(ctx, "queue/a", []byte("2")); ok || err != nil {
+		t.Fatalf("PutMetaIfAbsent of a taken key: %v, %v", ok, err)
+	}
+	if ok, err := f.b.PutMetaIfAbsent(ctx, "queue/b", []byte("3")); !ok || err != nil {
+		t.Fatalf("PutMetaIfAbsent of a free key: %v, %v", ok, err)
+	}
+	if err := f.b.PutMeta(ctx, "token", []byte("t")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.b.DeleteMeta(ctx, "token"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.b.PutMeta(ctx, "bad\nkey", nil); !errors.Is(err, base.ErrInvalidArgument) {
+		t.Fatalf("PutMeta of a key with a newline: %v", err)
+	}
+	f.reopen()
+	m, err := f.b.ListMeta(ctx, "queue/")
+	if err != nil || len(m) != 2 || string(m["queue/a"]) != "1" || string(m["queue/b"]) != "3" {
+		t.Fatalf("ListMeta after reopen: %v, %v", m, err)
+	}
+	if _, err := f.b.GetMeta(ctx, "token"); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("a deleted key came back: %v", err)
+	}
+}

@@ -57,6 +57,8 @@ type Broker struct {
 	// their expiry (persisted: a restart must not enqueue a tick twice).
 	schedulers map[string]schedulerEntries
 	claims     map[string]time.Time
+	// kv holds the MetaStore records.
+	kv map[string][]byte
 
 	committerDone chan struct{}
 
@@ -169,6 +171,7 @@ func newBroker(opts Options) *Broker {
 		servers:       make(map[string]serverEntry),
 		schedulers:    make(map[string]schedulerEntries),
 		claims:        make(map[string]time.Time),
+		kv:            make(map[string][]byte),
 		committerDone: make(chan struct{}),
 	}
 	b.work = sync.NewCond(&b.mu)
@@ -216,6 +219,7 @@ func (b *Broker) load() error {
 			q.count(k.day, kind, int64(n))
 		}
 	}
+	b.kv = meta.kv
 	b.claims = make(map[string]time.Time, len(meta.claims))
 	for k, v := range meta.claims {
 		if len(v) == 8 {

@@ -8,6 +8,7 @@ import "encoding/binary"
 //	tasks   seq (8 bytes, big endian) → task record (record.go)
 //	queues  queue name → entry: flags byte (flagPaused, flagListed), then the
 //	        settings (queueEntry)
+//	kv      MetaStore key → value (htq serve's queue records, token, schedules)
 //	claims  scheduler entry ID 0x00 tick (8 bytes, Unix ms) → expiry (8 bytes, Unix ms)
 //	stats   queue 0x00 kind 0x00 day (8 bytes, big endian) → count (8 bytes, big endian)
 //	        kind is 'p' (processed) or 'f' (failed); day is Unix ms / 86,400,000,
@@ -22,6 +23,7 @@ var (
 	bucketQueues = []byte("queues")
 	bucketStats  = []byte("stats")
 	bucketClaims = []byte("claims")
+	bucketKV     = []byte("kv")
 
 	keyVersion = []byte("version")
 )

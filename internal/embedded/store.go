@@ -24,6 +24,7 @@ type batch struct {
 	tasks     map[uint64][]byte
 	queues    map[string][]byte
 	claims    map[string][]byte
+	kv        map[string][]byte
 	stats     map[statKey]uint64
 	dropStats map[string]bool
 	done      *ticket
@@ -34,6 +35,7 @@ func newBatch() *batch {
 		tasks:     make(map[uint64][]byte),
 		queues:    make(map[string][]byte),
 		claims:    make(map[string][]byte),
+		kv:        make(map[string][]byte),
 		stats:     make(map[statKey]uint64),
 		dropStats: make(map[string]bool),
 		done:      &ticket{done: make(chan struct{})},
@@ -41,7 +43,7 @@ func newBatch() *batch {
 }
 
 func (b *batch) empty() bool {
-	return len(b.tasks) == 0 && len(b.queues) == 0 && len(b.claims) == 0 && len(b.stats) == 0 && len(b.dropStats) == 0
+	return len(b.tasks) == 0 && len(b.queues) == 0 && len(b.claims) == 0 && len(b.kv) == 0 && len(b.stats) == 0 && len(b.dropStats) == 0
 }
 
 // ticket tells the operations of one batch how its commit went.
@@ -129,7 +131,7 @@ func (s *boltStore) migrate() error {
 			if have > schemaVersion {
 				return fmt.Errorf("htq: %s has schema version %d, written by a newer htq; this one reads up to %d", s.file, have, schemaVersion)
 			}
-			for _, name := range [][]byte{bucketTasks, bucketQueues, bucketStats, bucketClaims} {
+			for _, name := range [][]byte{bucketTasks, bucketQueues, bucketStats, bucketClaims, bucketKV} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return err
 				}
@@ -160,13 +162,14 @@ type loaded struct {
 	queues map[string][]byte // queue name → entry
 	stats  map[statKey]uint64
 	claims map[string][]byte
+	kv     map[string][]byte
 }
 
 // load reads the queue entries, counters and claims, then calls tasks once
 // with every task record in sequence order. The record bytes are valid only
 // during the call (they are bbolt's memory map).
 func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error) (*loaded, error) {
-	out := &loaded{queues: make(map[string][]byte), stats: make(map[statKey]uint64), claims: make(map[string][]byte)}
+	out := &loaded{queues: make(map[string][]byte), stats: make(map[statKey]uint64), claims: make(map[string][]byte), kv: make(map[string][]byte)}
 	err := s.guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			if meta := tx.Bucket(bucketMeta); meta != nil {
@@ -190,6 +193,14 @@ func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error) (*loade
 			if cl := tx.Bucket(bucketClaims); cl != nil {
 				if err := cl.ForEach(func(k, v []byte) error {
 					out.claims[string(k)] = append([]byte(nil), v...)
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			if kv := tx.Bucket(bucketKV); kv != nil {
+				if err := kv.ForEach(func(k, v []byte) error {
+					out.kv[string(k)] = append([]byte(nil), v...)
 					return nil
 				}); err != nil {
 					return err
@@ -242,6 +253,9 @@ func (s *boltStore) commit(b *batch) error {
 				return err
 			}
 			if err := putAll(tx.Bucket(bucketClaims), b.claims); err != nil {
+				return err
+			}
+			if err := putAll(tx.Bucket(bucketKV), b.kv); err != nil {
 				return err
 			}
 			stats := tx.Bucket(bucketStats)
