@@ -11,6 +11,10 @@
 //	enqueue  durable Enqueue of n tasks from conc goroutines
 //	process  fetch + complete of n preloaded tasks by conc workers, straight
 //	         on the broker (no Server: an upper bound for it)
+//	serverprocess  the same through htq.Server (Concurrency conc, no-op
+//	         handler), as peerbench's process scenario
+//	latency  an idle htq.Server; n tasks enqueued at -rate per second;
+//	         handler start minus enqueue start
 //	reopen   open a directory holding n pending tasks (default 1,000,000)
 //	disk     file bytes and Go heap per pending task after n enqueues
 //	churn    n tasks pass through a queue holding a steady number; file size
@@ -48,6 +52,7 @@ type config struct {
 	conc     int
 	payload  int
 	steady   int
+	rate     int
 	label    string
 	run      int
 	dir      string
@@ -60,6 +65,7 @@ func main() {
 	flag.IntVar(&c.conc, "conc", 16, "goroutines (enqueue) or workers (process)")
 	flag.IntVar(&c.payload, "payload", 100, "payload bytes")
 	flag.IntVar(&c.steady, "steady", 10_000, "churn: tasks kept pending")
+	flag.IntVar(&c.rate, "rate", 500, "latency: tasks enqueued per second")
 	flag.StringVar(&c.label, "label", "", "free text copied into every line")
 	flag.IntVar(&c.run, "run", 1, "repetition number copied into every line")
 	flag.StringVar(&c.dir, "dir", "", "parent of the scratch data directory (default: system temp dir)")
@@ -77,7 +83,7 @@ func main() {
 	ctx := context.Background()
 	scenarios := []string{c.scenario}
 	if c.scenario == "all" {
-		scenarios = []string{"enqueue", "process", "disk", "churn", "reopen"}
+		scenarios = []string{"enqueue", "process", "serverprocess", "latency", "disk", "churn", "reopen"}
 	}
 	for _, s := range scenarios {
 		var err error
@@ -88,6 +94,10 @@ func main() {
 			err = scenarioProcess(ctx, c)
 		case "reopen":
 			err = scenarioReopen(ctx, c)
+		case "serverprocess":
+			err = scenarioServerProcess(ctx, c)
+		case "latency":
+			err = scenarioLatency(ctx, c)
 		case "disk":
 			err = scenarioDisk(ctx, c)
 		case "churn":

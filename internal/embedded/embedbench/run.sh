@@ -10,7 +10,10 @@ for run in $(seq 1 "${REPS:-3}"); do
     /tmp/embedbench -run "$run" -scenario enqueue -conc "$conc" -n $((conc == 1 ? 5000 : 100000))
   done
   /tmp/embedbench -run "$run" -scenario process -conc 10
+  /tmp/embedbench -run "$run" -scenario serverprocess -conc 10
+  /tmp/embedbench -run "$run" -scenario serverprocess -conc 50
+  /tmp/embedbench -run "$run" -scenario latency -conc 10
   /tmp/embedbench -run "$run" -scenario disk
   /tmp/embedbench -run "$run" -scenario reopen
   /tmp/embedbench -run "$run" -scenario churn
-done | tee -a results.jsonl
+done 2>/dev/null | tee -a results.jsonl
