@@ -255,3 +255,37 @@ func TestCache(t *testing.T) {
 		t.Errorf("Get after Delete = %v", err)
 	}
 }
+
+func TestURLTask(t *testing.T) {
+	ok := &URLTask{URL: "https://example.com/hook?a=1", Method: "POST", Headers: map[string]string{"X-Sig": "v"},
+		Body: "a=b", TimeoutMS: 1500, Variable: &Variable{IntervalS: 30}}
+	if _, err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := ok.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeURLTask(data)
+	if err != nil || back.URL != ok.URL || back.Variable.IntervalS != 30 || back.Headers["X-Sig"] != "v" {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	for _, bad := range []URLTask{
+		{Method: "GET"},
+		{URL: "ftp://x/", Method: "GET"},
+		{URL: "http:///path", Method: "GET"},
+		{URL: "http://u:p@x/", Method: "GET"},
+		{URL: "http://x/", Method: "TRACE"},
+		{URL: "http://x/", Method: "GET", Headers: map[string]string{"Bad Name": "v"}},
+		{URL: "http://x/", Method: "GET", Headers: map[string]string{"Host": "v"}},
+		{URL: "http://x/", Method: "GET", Headers: map[string]string{"Htq-Task-Id": "v"}},
+		{URL: "http://x/", Method: "GET", Headers: map[string]string{"X": "a\r\nb"}},
+		{URL: "http://x/", Method: "POST", Body: "a", BodyBase64: "YQ=="},
+		{URL: "http://x/", Method: "POST", BodyBase64: "%%%"},
+		{URL: "http://x/", Method: "POST", TimeoutMS: -1},
+	} {
+		if _, err := bad.Validate(); !errors.Is(err, base.ErrInvalidArgument) {
+			t.Errorf("Validate(%+v) = %v; want ErrInvalidArgument", bad, err)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package queuemeta
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/htqueue/htq/internal/base"
+)
+
+// TypeURL is the htq task type of a URL task: its payload is a URLTask in
+// JSON, and the service's dispatcher makes the request it describes.
+const TypeURL = "htq:url"
+
+// URLTask is the payload of a URL task: the HTTP request htq makes for it.
+type URLTask struct {
+	// URL is the target, http or https.
+	URL string `json:"url"`
+	// Method is the request's method (upper case; default POST through
+	// the native API, GET through HTQ's addTask).
+	Method string `json:"method"`
+	// Headers are the request's own headers.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Body is the request body as text; BodyBase64 as base64 for bodies
+	// that are not UTF-8 text. At most one is set.
+	Body       string `json:"body,omitempty"`
+	BodyBase64 string `json:"body_base64,omitempty"`
+	// TimeoutMS bounds one request (0: the queue's dispatch timeout).
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// Variable is set on the tasks of variable queues: the task repeats.
+	Variable *Variable `json:"variable,omitempty"`
+}
+
+// Variable is the repeating state of a task of a variable queue.
+type Variable struct {
+	// IntervalS is the interval that preceded the current run, in
+	// seconds (0 before the first repeat), as dispatch.NextInterval
+	// takes it.
+	IntervalS float64 `json:"interval_s"`
+}
+
+// BodyBytes returns the request body.
+func (t *URLTask) BodyBytes() ([]byte, error) {
+	if t.BodyBase64 != "" {
+		b, err := base64.StdEncoding.DecodeString(t.BodyBase64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: body_base64: %v", base.ErrInvalidArgument, err)
+		}
+		return b, nil
+	}
+	return []byte(t.Body), nil
+}
+
+// Methods a URL task may use.
+var urlMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true}
+
+// reservedHeaders are set by htq or by HTTP itself, never by a task.
+var reservedHeaders = map[string]bool{
+	"host": true, "content-length": true, "transfer-encoding": true, "connection": true,
+	"keep-alive": true, "te": true, "trailer": true, "upgrade": true, "proxy-connection": true,
+	"webhook-id": true, "webhook-timestamp": true, "webhook-signature": true,
+}
+
+// Validate checks the request a URL task describes (without resolving
+// its host): an absolute http or https URL without user information, a
+// known method, well-formed headers that htq does not set itself, one body
+// field at most. Errors wrap base.ErrInvalidArgument.
+func (t *URLTask) Validate() (*url.URL, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: URL task: "+format, append([]any{base.ErrInvalidArgument}, args...)...)
+	}
+	if t.URL == "" {
+		return nil, bad("url is empty")
+	}
+	u, err := url.Parse(t.URL)
+	if err != nil {
+		return nil, bad("url %q: %v", t.URL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, bad("url %q: the scheme must be http or https", t.URL)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return nil, bad("url %q has no host", t.URL)
+	}
+	if u.User != nil {
+		return nil, bad("url %q: user information is not allowed (send credentials in a header)", t.URL)
+	}
+	if !urlMethods[t.Method] {
+		return nil, bad("method %q: want GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS", t.Method)
+	}
+	for name, value := range t.Headers {
+		if !validHeaderName(name) {
+			return nil, bad("header name %q is not a valid HTTP token", name)
+		}
+		lower := strings.ToLower(name)
+		if reservedHeaders[lower] || strings.HasPrefix(lower, "htq-") {
+			return nil, bad("header %q is set by htq or by HTTP, not by a task", name)
+		}
+		if strings.ContainsAny(value, "\r\n\x00") {
+			return nil, bad("header %q: the value contains a line break or NUL", name)
+		}
+	}
+	if t.Body != "" && t.BodyBase64 != "" {
+		return nil, bad("set body or body_base64, not both")
+	}
+	if _, err := t.BodyBytes(); err != nil {
+		return nil, err
+	}
+	if t.TimeoutMS < 0 {
+		return nil, bad("timeout_ms %d is negative", t.TimeoutMS)
+	}
+	return u, nil
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Encode returns the task's payload.
+func (t *URLTask) Encode() ([]byte, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return nil, fmt.Errorf("queuemeta: encode URL task: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeURLTask reads the payload of a URL task.
+func DecodeURLTask(payload []byte) (*URLTask, error) {
+	var t URLTask
+	if err := json.Unmarshal(payload, &t); err != nil {
+		return nil, fmt.Errorf("%w: URL task payload: %v", base.ErrInvalidArgument, err)
+	}
+	return &t, nil
+}
