@@ -70,22 +70,26 @@ func (b *Broker) GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskI
 	if err != nil {
 		return nil, err
 	}
-	r := b.run(ctx, call{
+	return b.taskInfoReply("get task", queue, id, b.run(ctx, call{
 		s:    scriptInfo,
 		keys: []string{k.taskKey(id), k.active, k.scheduled, k.retry, k.leases},
 		args: []string{b.nowArg(), id},
-	})
+	}))
+}
+
+// taskInfoReply builds a TaskInfo from the reply of info.lua or watch.lua:
+// false (no such task) or {m, s, n, e, f, r, c, score or false, now ms}.
+func (b *Broker) taskInfoReply(op, queue, id string, r rueidis.RedisResult) (*base.TaskInfo, error) {
 	vals, err := r.ToArray()
 	if rueidis.IsRedisNil(err) || (err == nil && len(vals) == 0) {
-		return nil, fmt.Errorf("rdb: get task %s/%s: %w", queue, id, base.ErrTaskNotFound)
+		return nil, fmt.Errorf("rdb: %s %s/%s: %w", op, queue, id, base.ErrTaskNotFound)
 	}
 	if err != nil {
-		return nil, b.wrap("get task "+queue+"/"+id, err)
+		return nil, b.wrap(op+" "+queue+"/"+id, err)
 	}
 	if len(vals) != 9 {
-		return nil, fmt.Errorf("rdb: get task %s/%s: unexpected reply", queue, id)
+		return nil, fmt.Errorf("rdb: %s %s/%s: unexpected reply", op, queue, id)
 	}
-	// vals: m, s, n, e, f, r, c, score, now
 	m := &base.TaskMessage{Queue: queue}
 	if err := decodeTaskFields(id, vals[0], vals[2], vals[3], vals[4], m); err != nil {
 		return nil, corruptError(queue, id)
@@ -94,30 +98,13 @@ func (b *Broker) GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskI
 	if err != nil || st < int64(base.StateActive) || st > int64(base.StateAggregating) {
 		return nil, corruptError(queue, id)
 	}
-	info := &base.TaskInfo{Message: m, State: base.TaskState(st)}
-	if !vals[5].IsNil() {
-		s, _ := vals[5].ToString()
-		info.Result = []byte(s)
+	now, err := vals[8].AsInt64()
+	if err != nil {
+		return nil, fmt.Errorf("rdb: %s %s/%s: unexpected reply", op, queue, id)
 	}
-	if !vals[6].IsNil() {
-		c, _ := vals[6].AsInt64()
-		info.CompletedAt = time.UnixMilli(c)
-	}
-	var score time.Time
-	if !vals[7].IsNil() {
-		f, _ := vals[7].AsFloat64()
-		score = time.UnixMilli(int64(f))
-	}
-	switch info.State {
-	case base.StateActive:
-		info.LeaseDeadline = score
-	case base.StateScheduled, base.StateRetry:
-		info.NextProcessAt = score
-	case base.StatePending:
-		now, _ := vals[8].AsInt64()
-		info.NextProcessAt = time.UnixMilli(now)
-	}
-	return info, nil
+	ti := &base.TaskInfo{Message: m, State: base.TaskState(st)}
+	fillInfo(ti, vals[7], vals[5], vals[6], now)
+	return ti, nil
 }
 
 // DeleteTask deletes a task that is not active; see broker.Broker.

@@ -331,34 +331,9 @@ func (b *Broker) WatchTask(ctx context.Context, queue, id string) (*base.TaskInf
 	if err != nil {
 		return nil, err
 	}
-	vals, err := b.run(ctx, call{
+	return b.taskInfoReply("watch task", queue, id, b.run(ctx, call{
 		s:    scriptWatch,
 		keys: []string{k.taskKey(id), k.active, k.scheduled, k.retry, k.leases},
 		args: []string{b.nowArg(), id},
-	}).ToArray()
-	if rueidis.IsRedisNil(err) || (err == nil && len(vals) == 0) {
-		return nil, fmt.Errorf("rdb: watch task %s/%s: %w", queue, id, base.ErrTaskNotFound)
-	}
-	if err != nil {
-		return nil, b.wrap("watch task "+queue+"/"+id, err)
-	}
-	if len(vals) != 9 {
-		return nil, fmt.Errorf("rdb: watch task %s/%s: unexpected reply", queue, id)
-	}
-	// vals: m, s, n, e, f, r, c, score, now
-	m := &base.TaskMessage{Queue: queue}
-	if err := decodeTaskFields(id, vals[0], vals[2], vals[3], vals[4], m); err != nil {
-		return nil, corruptError(queue, id)
-	}
-	st, err := vals[1].AsInt64()
-	if err != nil || st < int64(base.StateActive) || st > int64(base.StateAggregating) {
-		return nil, corruptError(queue, id)
-	}
-	now, err := vals[8].AsInt64()
-	if err != nil {
-		return nil, fmt.Errorf("rdb: watch task %s/%s: unexpected reply", queue, id)
-	}
-	ti := &base.TaskInfo{Message: m, State: base.TaskState(st)}
-	fillInfo(ti, vals[7], vals[5], vals[6], now)
-	return ti, nil
+	}))
 }
