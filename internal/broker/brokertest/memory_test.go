@@ -39,6 +39,7 @@ type memTask struct {
 	token       string
 	result      []byte
 	completedAt time.Time
+	memAdminTask
 }
 
 type memLock struct {
@@ -50,6 +51,7 @@ type memQueue struct {
 	tasks   map[string]*memTask
 	pending []string // next to fetch first
 	locks   map[string]memLock
+	memAdminQueue
 }
 
 type memBroker struct {
@@ -58,13 +60,15 @@ type memBroker struct {
 	closed bool
 	queues map[string]*memQueue
 	subs   map[chan broker.Event]struct{}
+	memAdminBroker
 }
 
 var _ broker.Broker = (*memBroker)(nil)
 var _ brokertest.InvariantChecker = (*memBroker)(nil)
 
 func newMemBroker(clock clockwork.Clock) *memBroker {
-	return &memBroker{clock: clock, queues: map[string]*memQueue{}, subs: map[chan broker.Event]struct{}{}}
+	return &memBroker{clock: clock, queues: map[string]*memQueue{}, subs: map[chan broker.Event]struct{}{},
+		memAdminBroker: newMemAdminBroker()}
 }
 
 func cloneMsg(m *base.TaskMessage) *base.TaskMessage {
@@ -92,16 +96,20 @@ func (b *memBroker) lock() error {
 func (b *memBroker) queue(name string) *memQueue {
 	q := b.queues[name]
 	if q == nil {
-		q = &memQueue{tasks: map[string]*memTask{}, locks: map[string]memLock{}}
+		q = &memQueue{tasks: map[string]*memTask{}, locks: map[string]memLock{}, memAdminQueue: newMemAdminQueue()}
 		b.queues[name] = q
 	}
 	return q
 }
 
 func (b *memBroker) publish(kind broker.EventKind, queue string) {
+	b.publishEvent(broker.Event{Kind: kind, Queue: queue})
+}
+
+func (b *memBroker) publishEvent(ev broker.Event) {
 	for ch := range b.subs {
 		select {
-		case ch <- broker.Event{Kind: kind, Queue: queue}:
+		case ch <- ev:
 		default:
 		}
 	}
@@ -161,6 +169,7 @@ func (b *memBroker) enqueueLocked(p broker.EnqueueParams) error {
 	}
 	q := b.queue(p.Msg.Queue)
 	t := &memTask{msg: cloneMsg(p.Msg)}
+	t.since, t.seq = now, b.nextSeq()
 	switch {
 	case p.Msg.GroupKey != "":
 		t.state = base.StateAggregating
@@ -216,18 +225,23 @@ func (b *memBroker) Fetch(_ context.Context, p broker.FetchParams) ([]*broker.Le
 		return nil, fmt.Errorf("%w: Max %d, LeaseDuration %v", base.ErrInvalidArgument, p.Max, p.LeaseDuration)
 	}
 	q := b.queues[p.Queue]
-	if q == nil {
+	if q == nil || q.paused {
 		return nil, nil
 	}
+	max, lease, err := b.allowed(q, p)
+	if err != nil {
+		return nil, err
+	}
 	var out []*broker.Lease
-	deadline := b.clock.Now().Add(p.LeaseDuration)
-	for len(out) < p.Max && len(q.pending) > 0 {
+	deadline := b.clock.Now().Add(lease)
+	for len(out) < max && len(q.pending) > 0 {
 		id := q.pending[0]
 		q.pending = q.pending[1:]
 		t := q.tasks[id]
 		t.state, t.deadline, t.token = base.StateActive, deadline, newToken()
-		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: deadline})
+		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: deadline, Duration: lease})
 	}
+	b.spend(q, len(out))
 	return out, nil
 }
 
@@ -267,7 +281,15 @@ func (b *memBroker) Complete(_ context.Context, ls []broker.LeaseRef) []error {
 			continue
 		}
 		q.unlock(t)
-		if t.msg.Retention > 0 {
+		q.count(now, false)
+		t.keep = t.msg.Retention
+		if t.watched {
+			b.publishEvent(broker.Event{Kind: broker.EventDone, Queue: l.Queue, TaskID: l.ID})
+			if t.keep == 0 {
+				t.keep = broker.WatchGrace
+			}
+		}
+		if t.keep > 0 {
 			t.state, t.completedAt, t.token, t.deadline = base.StateCompleted, now, "", time.Time{}
 		} else {
 			delete(q.tasks, l.ID)
@@ -304,6 +326,7 @@ func (b *memBroker) Retry(_ context.Context, p broker.RetryParams) error {
 	if err != nil {
 		return err
 	}
+	b.queues[p.Lease.Queue].count(b.clock.Now(), p.IsFailure)
 	t.state, t.due = base.StateRetry, b.clock.Now().Add(p.Delay)
 	b.publish(broker.EventScheduled, p.Lease.Queue)
 	return nil
@@ -318,7 +341,11 @@ func (b *memBroker) Archive(_ context.Context, p broker.ArchiveParams) error {
 	if err != nil {
 		return err
 	}
-	t.state = base.StateArchived
+	b.queues[p.Lease.Queue].count(b.clock.Now(), true)
+	t.state, t.archivedAt = base.StateArchived, b.clock.Now()
+	if t.watched {
+		b.publishEvent(broker.Event{Kind: broker.EventDone, Queue: p.Lease.Queue, TaskID: p.Lease.ID})
+	}
 	return nil
 }
 
@@ -331,7 +358,7 @@ func (b *memBroker) Requeue(_ context.Context, l broker.LeaseRef) error {
 	if err != nil {
 		return err
 	}
-	t.state, t.token, t.deadline = base.StatePending, "", time.Time{}
+	t.state, t.token, t.deadline, t.since = base.StatePending, "", time.Time{}, b.clock.Now()
 	b.pushPending(q, l.Queue, l.ID, true)
 	return nil
 }
@@ -428,7 +455,7 @@ func (b *memBroker) Forward(_ context.Context, queue string, limit int) (broker.
 			r.HasNext, r.NextIn = true, 0
 			break
 		}
-		t.state, t.due = base.StatePending, time.Time{}
+		t.state, t.due, t.since = base.StatePending, time.Time{}, now
 		b.pushPending(q, queue, t.msg.ID, false)
 		r.Moved++
 	}
@@ -453,7 +480,7 @@ func (b *memBroker) DeleteExpiredCompleted(_ context.Context, queue string, limi
 		if n == limit {
 			break
 		}
-		if t.state == base.StateCompleted && !now.Before(t.completedAt.Add(t.msg.Retention)) {
+		if t.state == base.StateCompleted && !now.Before(t.completedAt.Add(t.keep)) {
 			delete(q.tasks, id)
 			n++
 		}
@@ -546,10 +573,11 @@ func (b *memBroker) WriteServerState(_ context.Context, info *base.ServerInfo, t
 	if err := b.lock(); err != nil {
 		return err
 	}
-	b.mu.Unlock()
+	defer b.mu.Unlock()
 	if info == nil || info.ID == "" || ttl <= 0 {
 		return base.ErrInvalidArgument
 	}
+	b.servers[info.ID] = memRecord[*base.ServerInfo]{v: cloneServer(info), expires: b.clock.Now().Add(ttl)}
 	return nil
 }
 
@@ -563,11 +591,12 @@ func checkArgs(queue string, limit int) error {
 	return nil
 }
 
-func (b *memBroker) ClearServerState(context.Context, string) error {
+func (b *memBroker) ClearServerState(_ context.Context, id string) error {
 	if err := b.lock(); err != nil {
 		return err
 	}
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	delete(b.servers, id)
 	return nil
 }
 
