@@ -14,6 +14,8 @@ import (
 // entries. It works on every storage backend.
 type Inspector struct {
 	s *Storage
+	// watching, when set (tests), is called once WaitForResult watches.
+	watching func()
 }
 
 // NewInspector returns an Inspector over s.
@@ -506,6 +508,9 @@ func (i *Inspector) WaitForResult(ctx context.Context, queue, id string) (*TaskI
 	ti, err := a.WatchTask(ctx, queue, id)
 	if err != nil {
 		return nil, fmt.Errorf("htq: wait for %s/%s: %w", queue, id, err)
+	}
+	if i.watching != nil {
+		i.watching()
 	}
 	// A slow check covers a notification lost across a reconnection.
 	recheck := time.NewTicker(5 * time.Second)

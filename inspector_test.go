@@ -216,6 +216,8 @@ func TestWaitForResult(t *testing.T) {
 	}))
 	info, _ := NewClient(st).Enqueue(NewTask("answer", nil)) // no retention
 	insp := NewInspector(st)
+	watching := make(chan struct{})
+	insp.watching = func() { close(watching) }
 	type result struct {
 		ti  *TaskInfo
 		err error
@@ -225,7 +227,7 @@ func TestWaitForResult(t *testing.T) {
 		ti, err := insp.WaitForResult(context.Background(), "default", info.ID)
 		done <- result{ti, err}
 	}()
-	time.Sleep(50 * time.Millisecond) // let the waiter subscribe before the task ends
+	recv(t, watching, 10*time.Second, "waiter watching")
 	close(release)
 	r := recv(t, done, 10*time.Second, "WaitForResult")
 	if r.err != nil || r.ti.State != TaskStateCompleted || string(r.ti.Result) != "42" {
@@ -234,7 +236,7 @@ func TestWaitForResult(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	later, _ := NewClient(st).Enqueue(NewTask("never", nil), ProcessIn(time.Hour))
-	if _, err := insp.WaitForResult(ctx, "default", later.ID); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := NewInspector(st).WaitForResult(ctx, "default", later.ID); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitForResult past ctx: %v", err)
 	}
 }

@@ -31,13 +31,21 @@ func newSubscriber(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, 
 		queues: queues, onReady: onReady, onSched: onSched, onCancel: onCancel, onUnknown: onUnknown, done: make(chan struct{})}
 }
 
+// start subscribes and returns once the subscription is live (or its
+// first attempt failed: then it goes on trying in the background), so that
+// no event sent after the server started is missed.
 func (s *subscriber) start(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
+	first, firstErr := s.b.Subscribe(ctx)
 	go func() {
 		defer close(s.done)
 		backoff := 100 * time.Millisecond
 		for ctx.Err() == nil {
-			events, err := s.b.Subscribe(ctx)
+			events, err := first, firstErr
+			if first == nil && firstErr == nil {
+				events, err = s.b.Subscribe(ctx)
+			}
+			first, firstErr = nil, nil
 			if err != nil {
 				logCall(s.logger, "subscribe", err)
 				select {
