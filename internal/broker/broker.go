@@ -24,8 +24,11 @@ import (
 	"github.com/htqueue/htq/internal/base"
 )
 
-// Broker is the storage seam of htq.
+// Broker is the storage seam of htq: the operations of servers and
+// clients below, and the management operations of Admin.
 type Broker interface {
+	Admin
+
 	// Ping checks that the storage answers.
 	Ping(ctx context.Context) error
 	// Close releases the broker's resources. Calls after Close fail with

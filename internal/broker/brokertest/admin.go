@@ -9,10 +9,10 @@ import (
 	"github.com/htqueue/htq/internal/broker"
 )
 
-// The areas of broker.Admin (admin.go, list.go, taskops.go, settings.go,
-// presence.go, groups.go, scheduler.go) run only against brokers that
-// implement it; the others skip them. Besides the doc comments of
-// broker.Admin, they pin down:
+// The areas of broker.Admin are in admin.go, list.go, taskops.go (task
+// and bulk operations), queuectl.go, settings.go, presence.go, groups.go
+// and scheduler.go. Besides the doc comments of broker.Admin, they pin
+// down:
 //   - QueueStats and History fail with base.ErrQueueNotFound for a queue
 //     that was never enqueued into, paused or given settings, or that was
 //     deleted; ListTasks of such a queue is empty. DeleteQueue of it fails
@@ -49,20 +49,16 @@ import (
 //   - ListServers and ListSchedulerEntries leave out records whose ttl has
 //     run out on the storage clock.
 
-// adminEnv is an env whose broker implements broker.Admin.
+// adminEnv is an env with the broker's management half at hand.
 type adminEnv struct {
 	*env
 	a broker.Admin
 }
 
-// adminCase returns a leaf subtest that skips brokers without broker.Admin.
+// adminCase returns a leaf subtest of a management area.
 func adminCase(name string, fn func(e *adminEnv)) testCase {
 	return testCase{name, func(e *env) {
-		a, ok := e.b.(broker.Admin)
-		if !ok {
-			e.Skip("the broker does not implement broker.Admin")
-		}
-		fn(&adminEnv{env: e, a: a})
+		fn(&adminEnv{env: e, a: e.b})
 	}}
 }
 

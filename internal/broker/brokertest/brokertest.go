@@ -105,8 +105,7 @@ func Run(t *testing.T, newBroker Factory) {
 		{"Tasks", taskTests()},
 		{"Servers", serverTests()},
 		{"Concurrency", concurrencyTests()},
-		// The areas of broker.Admin (see admin.go); skipped by brokers
-		// that do not implement it.
+		// The areas of broker.Admin (see admin.go).
 		{"Stats", statsTests()},
 		{"List", listTests()},
 		{"TaskOps", taskOpTests()},
