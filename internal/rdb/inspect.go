@@ -32,7 +32,7 @@ func (b *Broker) knownCmds(k *queueKeys) []rueidis.Completed {
 	return []rueidis.Completed{
 		bd.Sismember().Key(keyQueues).Member(k.name).Build(),
 		bd.Exists().Key(k.pending, k.leases, k.scheduled, k.retry, k.archived, k.completed,
-			k.groups, ak.aggs, k.processed, k.failed, k.paused, ak.settings).Build(),
+			k.groups, ak.aggs, k.processed, k.failed, k.paused, k.settings).Build(),
 	}
 }
 
@@ -67,7 +67,7 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 	res := b.runMulti(ctx, []rueidis.Completed{b.c.B().Sismember().Key(keyQueues).Member(queue).Build()}, []call{{
 		s: scriptStats,
 		keys: []string{k.pending, k.active, k.leases, k.scheduled, k.retry, k.archived, k.completed,
-			k.groups, k.group, ak.aggs, ak.agg, k.processed, k.failed, k.paused, ak.settings, k.task},
+			k.groups, k.group, ak.aggs, ak.agg, k.processed, k.failed, k.paused, k.settings, k.task},
 		args: []string{b.nowArg(), memorySamples},
 	}})
 	member, err := res[0].AsBool()

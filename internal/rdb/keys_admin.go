@@ -3,8 +3,7 @@ package rdb
 import "strconv"
 
 // Key names of the management operations (broker.Admin), kept beside
-// keys.go: queue settings, aggregation sets, scheduler entries and tick
-// claims. docs/redis-layout.md describes each key.
+// keys.go: aggregation sets, scheduler entries and tick claims. docs/redis-layout.md describes each key.
 
 const (
 	// keySchedulers is the zset of live schedulers, score = expiry of
@@ -26,19 +25,17 @@ func claimKey(entryID string, tickMS int64) string {
 }
 
 // queueAdminKeys are the key names of one queue that only the management
-// operations and Fetch's settings check use.
+// operations use (the settings hash, which Fetch reads, is in queueKeys).
 type queueAdminKeys struct {
-	settings string // hash: mc, rl, rb, ld (settings), tk, tt (token bucket)
-	aggs     string // zset of aggregation set IDs, score = lease deadline (ms)
-	agg      string // prefix of aggregation sets (hashes): + set ID
+	aggs string // zset of aggregation set IDs, score = lease deadline (ms)
+	agg  string // prefix of aggregation sets (hashes): + set ID
 }
 
 // adminKeys returns the management key names of the queue of k.
 func (k *queueKeys) adminKeys() queueAdminKeys {
 	p := "htq:{" + k.name + "}:"
 	return queueAdminKeys{
-		settings: p + "settings",
-		aggs:     p + "aggs",
-		agg:      p + "agg:",
+		aggs: p + "aggs",
+		agg:  p + "agg:",
 	}
 }
