@@ -279,3 +279,20 @@ func TestAggregationSetLayout(t *testing.T) {
 	}
 	checkInvariants(t, b)
 }
+
+// TestAdminKeysShareHashTag checks the management keys of a queue, as
+// TestQueueKeysShareHashTag does for the others.
+func TestAdminKeysShareHashTag(t *testing.T) {
+	for _, q := range []string{"default", "with space", "glob*?[x]\\"} {
+		k, err := queueKeysFor(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ak := k.adminKeys()
+		for _, key := range []string{ak.aggs, ak.agg + "set{1}"} {
+			if got := hashTag(key); got != q || !strings.HasPrefix(key, "htq:{") {
+				t.Errorf("queue %q: key %q hashes on %q", q, key, got)
+			}
+		}
+	}
+}
