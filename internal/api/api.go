@@ -1,0 +1,236 @@
+// Package api is the HTTP face of htq serve: the native JSON API under
+// /v1 (queues, tasks, schedules, pull workers, its OpenAPI document), the
+// HTQ-compatible /api/* endpoints, and /healthz, /readyz and /metrics.
+//
+// Handlers parse, check and map; they hold no business logic. Enqueues go
+// through htq.Client, management through htq.Inspector, the queue model
+// through package queuemeta, and the pull-worker calls straight to the
+// storage's broker (there is no public Go API for a remote worker). Every
+// error leaves through one function, writeError, that maps the sentinel
+// errors to an HTTP status and a JSON code (see docs/api.md).
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/hooks"
+	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes
+// is 0: 4 MiB. A larger body gets 413 payload_too_large.
+const DefaultMaxBodyBytes = 4 << 20
+
+// Options configures the handler.
+type Options struct {
+	// Storage holds the queues. Required.
+	Storage *htq.Storage
+	// Token is the bearer token every /v1 call must present
+	// ("Authorization: Bearer <token>"). Required.
+	Token string
+	// HTQAppKey and HTQAppToken are the credentials of the HTQ-compatible
+	// /api/* endpoints (form fields app_key and app_token). When both are
+	// empty those endpoints refuse every call with error_code 1000.
+	HTQAppKey, HTQAppToken string
+	// Location is the time zone of HTQ's execute_time (default time.Local).
+	Location *time.Location
+	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// Logger receives the handler's logs (default slog.Default()).
+	Logger *slog.Logger
+	// Registry is where /metrics' collectors are registered and what it
+	// serves. Nil: a registry of the handler's own, with the Go runtime
+	// and process collectors.
+	Registry *prometheus.Registry
+	// Metrics receives the dispatcher's observations and is served on
+	// /metrics. Nil: the handler makes its own (only the queue gauges and
+	// counters are then filled).
+	Metrics *Metrics
+	// Ready reports whether the service can take work (/readyz). Nil:
+	// the storage answers a ping within 2 s.
+	Ready func(ctx context.Context) error
+	// Context bounds the handler's background work (the one storage
+	// subscription that wakes long-polling pull workers). Cancel it at
+	// shutdown. Nil: context.Background().
+	Context context.Context
+	// Meta keeps the queue records and schedules. Nil: the storage's
+	// broker, which must implement broker.MetaStore.
+	Meta broker.MetaStore
+	// Queues caches the queue records; share it with the dispatcher so
+	// that a change through the API is seen at once. Nil: a cache of the
+	// handler's own over Meta.
+	Queues *queuemeta.Cache
+	// CheckTarget, when set, is asked about every URL task's target at
+	// enqueue; an error refuses the task with 422 target_not_allowed (the
+	// dispatcher's guard still checks the address it dials).
+	CheckTarget func(ctx context.Context, target *url.URL) error
+	// SchedulesChanged, when set, is called after a schedule is created or
+	// deleted through this handler, so the service reloads them at once.
+	SchedulesChanged func()
+}
+
+// handler serves every route.
+type handler struct {
+	opts      Options
+	b         broker.Broker
+	client    *htq.Client
+	inspector *htq.Inspector
+	meta      broker.MetaStore
+	queues    *queuemeta.Cache
+	logger    *slog.Logger
+	metrics   *Metrics
+	token     []byte
+	htqKey    []byte
+	htqToken  []byte
+	hub       *hub
+	upkeep    *upkeep
+	mux       *http.ServeMux
+}
+
+// New returns the HTTP handler of htq serve.
+func New(opts Options) (http.Handler, error) {
+	if opts.Storage == nil {
+		return nil, errors.New("api: Options.Storage is nil")
+	}
+	if opts.Token == "" {
+		return nil, errors.New("api: Options.Token is empty; every /v1 call needs a token")
+	}
+	if opts.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("api: Options.MaxBodyBytes %d is negative", opts.MaxBodyBytes)
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Location == nil {
+		opts.Location = time.Local
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
+	b := hooks.BrokerOf(opts.Storage)
+	if opts.Meta == nil {
+		ms, ok := b.(broker.MetaStore)
+		if !ok {
+			return nil, fmt.Errorf("api: the storage %s does not implement broker.MetaStore (queue records); pass Options.Meta", opts.Storage)
+		}
+		opts.Meta = ms
+	}
+	if opts.Queues == nil {
+		opts.Queues = queuemeta.NewCache(opts.Meta, 0)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = newDefaultRegistry()
+	}
+	h := &handler{
+		opts: opts, b: b,
+		client:    htq.NewClient(opts.Storage),
+		inspector: htq.NewInspector(opts.Storage),
+		meta:      opts.Meta, queues: opts.Queues,
+		logger:   opts.Logger.With("component", "htq.api"),
+		metrics:  opts.Metrics,
+		token:    []byte(opts.Token),
+		htqKey:   []byte(opts.HTQAppKey),
+		htqToken: []byte(opts.HTQAppToken),
+	}
+	h.upkeep = newUpkeep(b, h.logger)
+	h.hub = newHub(opts.Context, b, h.logger)
+	h.hub.onSched = h.upkeep.scheduled
+	if err := registerMetrics(reg, opts.Metrics, h.collectQueues); err != nil {
+		return nil, err
+	}
+	h.mux = h.routes(reg)
+	return h, nil
+}
+
+// ServeHTTP serves one request.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(w, r)
+}
+
+// routes lists every route. Native routes pass through auth; the HTQ
+// routes check their form credentials themselves.
+func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	v1 := func(pattern string, fn http.HandlerFunc) { mux.Handle(pattern, h.auth(fn)) }
+
+	v1("GET /v1/queues", h.listQueues)
+	v1("POST /v1/queues", h.createQueue)
+	v1("GET /v1/queues/{queue}", h.getQueue)
+	v1("PATCH /v1/queues/{queue}", h.updateQueue)
+	v1("DELETE /v1/queues/{queue}", h.deleteQueue)
+	v1("POST /v1/queues/{queue}/pause", h.pauseQueue)
+	v1("POST /v1/queues/{queue}/resume", h.resumeQueue)
+
+	v1("POST /v1/queues/{queue}/tasks", h.enqueue)
+	v1("POST /v1/queues/{queue}/tasks/batch", h.enqueueBatch)
+	v1("GET /v1/queues/{queue}/tasks", h.listTasks)
+	v1("GET /v1/queues/{queue}/tasks/{id}", h.getTask)
+	v1("DELETE /v1/queues/{queue}/tasks/{id}", h.deleteTask)
+	v1("POST /v1/queues/{queue}/tasks/{id}/run", h.runTask)
+	v1("POST /v1/queues/{queue}/tasks/{id}/archive", h.archiveTask)
+	v1("POST /v1/queues/{queue}/tasks/{id}/cancel", h.cancelTask)
+
+	v1("POST /v1/fetch", h.fetch)
+	v1("POST /v1/queues/{queue}/tasks/{id}/ack", h.ack)
+	v1("POST /v1/queues/{queue}/tasks/{id}/fail", h.fail)
+	v1("POST /v1/queues/{queue}/tasks/{id}/heartbeat", h.heartbeat)
+
+	v1("GET /v1/schedules", h.listSchedules)
+	v1("POST /v1/schedules", h.createSchedule)
+	v1("GET /v1/schedules/{id}", h.getSchedule)
+	v1("DELETE /v1/schedules/{id}", h.deleteSchedule)
+
+	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
+	v1("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		h.writeError(w, r, fmt.Errorf("%w: no route %s %s", errNoRoute, r.Method, r.URL.Path))
+	})
+
+	mux.HandleFunc("POST /api/addQueue", h.htqAddQueue)
+	mux.HandleFunc("POST /api/deleteQueue", h.htqDeleteQueue)
+	mux.HandleFunc("POST /api/allQueue", h.htqAllQueue)
+	mux.HandleFunc("POST /api/countQueue", h.htqCountQueue)
+	mux.HandleFunc("POST /api/addTask", h.htqAddTask)
+
+	mux.HandleFunc("GET /healthz", h.healthz)
+	mux.HandleFunc("GET /readyz", h.readyz)
+	mux.Handle("GET /metrics", metricsHandler(reg))
+	return mux
+}
+
+// healthz answers while the process runs.
+func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 while the service can take work, 503 otherwise.
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	var err error
+	if h.opts.Ready != nil {
+		err = h.opts.Ready(ctx)
+	} else {
+		err = h.opts.Storage.Ping(ctx)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorDetail{Code: codeUnavailable, Message: err.Error()}})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

@@ -1,0 +1,490 @@
+package api
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/queuemeta"
+)
+
+// HTQ's error codes, as HTQ (github.com/star7th/htq) answered them.
+const (
+	htqOK            = 0
+	htqAuthFailed    = 1000
+	htqAddFailed     = 1001
+	htqQueueExists   = 1002
+	htqQueueNotFound = 1003
+	htqDeleteFailed  = 1004
+)
+
+// HTQ's messages, kept word for word so that a client comparing them keeps
+// working: "added", "add failed", "authentication failed", "queue name
+// already exists", "deleted", "delete failed", "queue does not exist,
+// create it first". htq appends ": <reason>" to the failures it can
+// explain.
+const (
+	htqMsgAdded         = "添加成功"
+	htqMsgAddFailed     = "添加失败"
+	htqMsgAuthFailed    = "认证失败"
+	htqMsgQueueExists   = "队列名已经存在"
+	htqMsgDeleted       = "删除成功"
+	htqMsgDeleteFailed  = "删除失败"
+	htqMsgQueueNotFound = "队列不存在，请先创建"
+)
+
+// ExecuteTimeLayout is the layout of HTQ's execute_time.
+const ExecuteTimeLayout = "2006-01-02 15:04:05"
+
+type htqReply struct {
+	ErrorCode int    `json:"error_code"`
+	Message   string `json:"message"`
+}
+
+// writeHTQ answers as HTQ did: the JSON text without a trailing newline,
+// as text/html (HTQ's Express res.send of a string; a client that parses
+// the text itself keeps working), with HTQ's CORS headers.
+func writeHTQ(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(`{"error_code":1001,"message":"添加失败: encode response"}`)
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/html; charset=utf-8")
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	hdr.Set("Access-Control-Allow-Origin", "*")
+	hdr.Set("Access-Control-Allow-Credentials", "true")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// htqFail answers an HTQ error code, with reason after HTQ's message.
+// Storage failures get HTTP 503, the rest 200 as in HTQ.
+func (h *handler) htqFail(w http.ResponseWriter, r *http.Request, code int, msg string, err error) {
+	status := http.StatusOK
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		switch s, _ := statusOf(err); {
+		case errors.As(err, &tooBig):
+			status = http.StatusRequestEntityTooLarge
+		case s >= 500:
+			status = s
+			h.logger.Error("HTQ request failed", "path", r.URL.Path, "err", err)
+		}
+		msg += ": " + err.Error()
+	}
+	writeHTQ(w, status, htqReply{ErrorCode: code, Message: msg})
+}
+
+// htqForm parses a urlencoded or multipart/form-data body (at most
+// MaxBodyBytes) and checks app_key and app_token in constant time. It
+// answers the request itself and returns false when the call cannot go on.
+func (h *handler) htqForm(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
+	var err error
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt == "multipart/form-data" {
+		err = r.ParseMultipartForm(h.opts.MaxBodyBytes)
+		if r.MultipartForm != nil {
+			defer r.MultipartForm.RemoveAll()
+		}
+	} else {
+		err = r.ParseForm()
+	}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if !errors.As(err, &tooBig) {
+			err = fmt.Errorf("%w: form: %v", base.ErrInvalidArgument, err)
+		}
+		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+		return nil, false
+	}
+	f := r.PostForm
+	keyOK := subtle.ConstantTimeCompare([]byte(f.Get("app_key")), h.htqKey)
+	tokenOK := subtle.ConstantTimeCompare([]byte(f.Get("app_token")), h.htqToken)
+	if len(h.htqKey) == 0 && len(h.htqToken) == 0 || keyOK&tokenOK != 1 {
+		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqAuthFailed, Message: htqMsgAuthFailed})
+		return nil, false
+	}
+	return f, true
+}
+
+// htqQueueKnown reports whether a queue exists: it has a record or the
+// storage knows it.
+func (h *handler) htqQueueKnown(r *http.Request, name string) (bool, error) {
+	if _, err := h.queues.Get(r.Context(), name); err == nil {
+		return true, nil
+	} else if !errors.Is(err, base.ErrQueueNotFound) {
+		return false, err
+	}
+	_, err := h.inspector.GetQueueInfo(name)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, base.ErrQueueNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// htqSeconds reads HTQ's stepping_time or max_time_interval: empty or "0"
+// means the default.
+func htqSeconds(f url.Values, name string) (int, error) {
+	s := strings.TrimSpace(f.Get(name))
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: %s %q: want a whole number of seconds", base.ErrInvalidArgument, name, s)
+	}
+	return n, nil
+}
+
+// htqAddQueue: POST /api/addQueue (queue_name, type, stepping_time,
+// max_time_interval).
+func (h *handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
+	f, ok := h.htqForm(w, r)
+	if !ok {
+		return
+	}
+	name := f.Get("queue_name")
+	if err := base.ValidateQueueName(name); err != nil {
+		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+		return
+	}
+	mode := queuemeta.Mode(f.Get("type"))
+	if !mode.IsURL() {
+		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, fmt.Errorf("%w: type %q: want real_time, timing or variable", base.ErrInvalidArgument, f.Get("type")))
+		return
+	}
+	q := &queuemeta.Queue{Name: name, Mode: mode, CreatedAt: time.Now().UTC()}
+	if mode == queuemeta.ModeVariable {
+		var err error
+		if q.SteppingTimeS, err = htqSeconds(f, "stepping_time"); err == nil {
+			q.MaxIntervalS, err = htqSeconds(f, "max_time_interval")
+		}
+		if err != nil {
+			h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+			return
+		}
+	}
+	if err := q.WithDefaults().Validate(); err != nil {
+		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+		return
+	}
+	known, err := h.htqQueueKnown(r, name)
+	if err != nil {
+		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+		return
+	}
+	if known {
+		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueExists, Message: htqMsgQueueExists})
+		return
+	}
+	ctx := r.Context()
+	if _, err := h.queues.Create(ctx, q); errors.Is(err, queuemeta.ErrQueueExists) {
+		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueExists, Message: htqMsgQueueExists})
+		return
+	} else if err != nil {
+		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+		return
+	}
+	if err := h.setUpNewQueue(ctx, q, nil); err != nil {
+		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+		return
+	}
+	writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqOK, Message: htqMsgAdded})
+}
+
+// htqDeleteQueue: POST /api/deleteQueue (queue_name) deletes the queue and
+// its tasks; it fails (1004) while one of its tasks is running.
+func (h *handler) htqDeleteQueue(w http.ResponseWriter, r *http.Request) {
+	f, ok := h.htqForm(w, r)
+	if !ok {
+		return
+	}
+	name := f.Get("queue_name")
+	if base.ValidateQueueName(name) != nil {
+		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueNotFound, Message: htqMsgQueueNotFound})
+		return
+	}
+	known, err := h.htqQueueKnown(r, name)
+	if err != nil {
+		h.htqFail(w, r, htqDeleteFailed, htqMsgDeleteFailed, err)
+		return
+	}
+	if !known {
+		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueNotFound, Message: htqMsgQueueNotFound})
+		return
+	}
+	if err := h.inspector.DeleteQueue(name, true); err != nil && !errors.Is(err, base.ErrQueueNotFound) {
+		h.htqFail(w, r, htqDeleteFailed, htqMsgDeleteFailed, err)
+		return
+	}
+	if err := h.queues.Delete(r.Context(), name); err != nil {
+		h.htqFail(w, r, htqDeleteFailed, htqMsgDeleteFailed, err)
+		return
+	}
+	writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqOK, Message: htqMsgDeleted})
+}
+
+type htqAttribute struct {
+	Type            string `json:"type"`
+	SteppingTime    string `json:"stepping_time,omitempty"`
+	MaxTimeInterval string `json:"max_time_interval,omitempty"`
+}
+
+type htqQueue struct {
+	QueueName string       `json:"queue_name"`
+	Attribute htqAttribute `json:"attribute"`
+}
+
+// htqAllQueue: POST /api/allQueue answers a JSON array of the URL queues,
+// [{"queue_name":…,"attribute":{"type":…}}], with a variable queue's
+// stepping_time and max_time_interval as strings (as HTQ stored the form
+// values).
+func (h *handler) htqAllQueue(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.htqForm(w, r); !ok {
+		return
+	}
+	qs, err := h.queues.List(r.Context())
+	if err != nil {
+		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+		return
+	}
+	out := make([]htqQueue, 0, len(qs))
+	for _, q := range qs {
+		if !q.Mode.IsURL() {
+			continue
+		}
+		a := htqAttribute{Type: string(q.Mode)}
+		if q.Mode == queuemeta.ModeVariable {
+			a.SteppingTime = strconv.Itoa(q.SteppingTimeS)
+			a.MaxTimeInterval = strconv.Itoa(q.MaxIntervalS)
+		}
+		out = append(out, htqQueue{QueueName: q.Name, Attribute: a})
+	}
+	writeHTQ(w, http.StatusOK, out)
+}
+
+// htqCountQueue: POST /api/countQueue (queue_name) answers
+// {"error_code":0,"count":N}, N the tasks not yet finished (pending,
+// running, scheduled, waiting for a retry); 0 for an unknown queue, as
+// HTQ answered.
+func (h *handler) htqCountQueue(w http.ResponseWriter, r *http.Request) {
+	f, ok := h.htqForm(w, r)
+	if !ok {
+		return
+	}
+	count := 0
+	if name := f.Get("queue_name"); base.ValidateQueueName(name) == nil {
+		info, err := h.inspector.GetQueueInfo(name)
+		switch {
+		case err == nil:
+			count = info.Pending + info.Active + info.Scheduled + info.Retry + info.Aggregating
+		case !errors.Is(err, base.ErrQueueNotFound):
+			h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+			return
+		}
+	}
+	writeHTQ(w, http.StatusOK, struct {
+		ErrorCode int `json:"error_code"`
+		Count     int `json:"count"`
+	}{htqOK, count})
+}
+
+// parseExecuteTime reads HTQ's execute_time in loc: "" or "0" is now
+// (zero time), anything but YYYY-MM-DD HH:MM:SS is an error.
+func parseExecuteTime(s string, loc *time.Location) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "0" {
+		return time.Time{}, nil
+	}
+	t, err := time.ParseInLocation(ExecuteTimeLayout, s, loc)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: execute_time %q: want YYYY-MM-DD HH:MM:SS (in %s), or 0 for now", base.ErrInvalidArgument, s, loc)
+	}
+	return t, nil
+}
+
+// htqHeader reads the header field: a JSON object of header names to
+// values (strings, or numbers and booleans written as text).
+func htqHeader(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var raw map[string]any
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("%w: header: want a JSON object of header names and values: %v", base.ErrInvalidArgument, err)
+	}
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		switch v := v.(type) {
+		case string:
+			out[k] = v
+		case json.Number:
+			out[k] = v.String()
+		case bool:
+			out[k] = strconv.FormatBool(v)
+		default:
+			return nil, fmt.Errorf("%w: header %q: want a string value", base.ErrInvalidArgument, k)
+		}
+	}
+	return out, nil
+}
+
+// htqData reads the data field, a JSON object, as form values: strings as
+// they are, numbers and booleans as their JSON text, null as empty, an
+// array as the key repeated, a nested object as its JSON text.
+func htqData(s string) (url.Values, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		return nil, fmt.Errorf("%w: data: want a JSON object: %v", base.ErrInvalidArgument, err)
+	}
+	vals := make(url.Values, len(raw))
+	for k, v := range raw {
+		if len(v) > 0 && v[0] == '[' {
+			var items []json.RawMessage
+			if err := json.Unmarshal(v, &items); err != nil {
+				return nil, fmt.Errorf("%w: data %q: %v", base.ErrInvalidArgument, k, err)
+			}
+			for _, item := range items {
+				vals.Add(k, formText(item))
+			}
+			continue
+		}
+		vals.Add(k, formText(v))
+	}
+	return vals, nil
+}
+
+func formText(v json.RawMessage) string {
+	v = bytes.TrimSpace(v)
+	switch {
+	case len(v) == 0 || string(v) == "null":
+		return ""
+	case v[0] == '"':
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			return s
+		}
+	case v[0] == '{':
+		var buf bytes.Buffer
+		if json.Compact(&buf, v) == nil {
+			return buf.String()
+		}
+	}
+	return string(v)
+}
+
+// htqAddTask: POST /api/addTask (queue_name, url, method, header, data,
+// execute_time) adds a URL task; a queue that does not exist is created
+// as real_time, as HTQ did.
+func (h *handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
+	f, ok := h.htqForm(w, r)
+	if !ok {
+		return
+	}
+	fail := func(err error) { h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err) }
+	name := f.Get("queue_name")
+	if err := base.ValidateQueueName(name); err != nil {
+		fail(err)
+		return
+	}
+	at, err := parseExecuteTime(f.Get("execute_time"), h.opts.Location)
+	if err != nil {
+		fail(err)
+		return
+	}
+	headers, err := htqHeader(f.Get("header"))
+	if err != nil {
+		fail(err)
+		return
+	}
+	data, err := htqData(f.Get("data"))
+	if err != nil {
+		fail(err)
+		return
+	}
+	method := strings.ToUpper(strings.TrimSpace(f.Get("method")))
+	if method == "" {
+		method = http.MethodGet
+	}
+	spec := TaskSpec{URL: strings.TrimSpace(f.Get("url")), Method: method, Headers: headers}
+	if spec.URL == "" {
+		fail(fmt.Errorf("%w: url is empty", base.ErrInvalidArgument))
+		return
+	}
+	if len(data) > 0 {
+		switch method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch:
+			body := data.Encode()
+			spec.Body = &body
+			if !hasHeader(headers, "Content-Type") {
+				if spec.Headers == nil {
+					spec.Headers = make(map[string]string, 1)
+				}
+				spec.Headers["Content-Type"] = "application/x-www-form-urlencoded"
+			}
+		default:
+			u, err := url.Parse(spec.URL)
+			if err != nil {
+				fail(fmt.Errorf("%w: url %q: %v", base.ErrInvalidArgument, spec.URL, err))
+				return
+			}
+			if u.RawQuery != "" {
+				u.RawQuery += "&"
+			}
+			u.RawQuery += data.Encode()
+			spec.URL = u.String()
+		}
+	}
+	if !at.IsZero() {
+		spec.Options = &TaskOptions{ProcessAt: &at}
+	}
+	ctx := r.Context()
+	q, err := h.queueFor(ctx, name, queuemeta.ModeRealTime)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if q.Mode == queuemeta.ModeVariable {
+		spec.Variable = &queuemeta.Variable{}
+	}
+	task, opts, err := h.build(ctx, &spec, q)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if _, err := h.client.EnqueueContext(ctx, task, append(opts, htq.Queue(name))...); err != nil {
+		fail(err)
+		return
+	}
+	writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqOK, Message: htqMsgAdded})
+}
+
+func hasHeader(h map[string]string, name string) bool {
+	for k := range h {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
+}

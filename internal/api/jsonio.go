@@ -1,0 +1,162 @@
+package api
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/htqueue/htq/internal/base"
+)
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// writeJSON answers with status and v as JSON, encoded into a pooled
+// buffer so that the Content-Length is known and no allocation grows.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= 1<<20 {
+			bufPool.Put(buf)
+		}
+	}()
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		buf.Reset()
+		status = http.StatusInternalServerError
+		fmt.Fprintf(buf, `{"error":{"code":%q,"message":%q}}`+"\n", codeInternal, "encode response: "+err.Error())
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// decodeJSON reads the request body, at most MaxBodyBytes of it, as one
+// JSON value into v. Unknown fields, trailing data, a wrong type and bad
+// syntax are ErrInvalidArgument errors naming what is wrong; a body over
+// the limit is an *http.MaxBytesError.
+func (h *handler) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	// One value only: anything but white space after it is an error.
+	if _, err := dec.Token(); err != io.EOF {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		return invalid("request body: unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// jsonError turns a json decoding error into a clear ErrInvalidArgument.
+func jsonError(err error) error {
+	var (
+		tooBig    *http.MaxBytesError
+		syntax    *json.SyntaxError
+		typeErr   *json.UnmarshalTypeError
+		badInvald *json.InvalidUnmarshalError
+	)
+	switch {
+	case errors.As(err, &tooBig):
+		return err
+	case errors.Is(err, io.EOF):
+		return invalid("request body is empty; want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("request body: JSON ends too early")
+	case errors.As(err, &syntax):
+		return invalid(fmt.Sprintf("request body: bad JSON at byte %d: %v", syntax.Offset, err))
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "(the body)"
+		}
+		return invalid(fmt.Sprintf("request body: field %s: want %s, got JSON %s", field, typeErr.Type, typeErr.Value))
+	case errors.As(err, &badInvald):
+		return err
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return invalid("request body: " + strings.TrimPrefix(err.Error(), "json: "))
+	}
+	var wrappedErr *wrapped
+	if errors.As(err, &wrappedErr) || errors.Is(err, base.ErrInvalidArgument) {
+		return err
+	}
+	return invalid("request body: " + err.Error())
+}
+
+// auth lets a request through only with the bearer token, compared in
+// constant time.
+func (h *handler) auth(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), h.token) != 1 {
+			h.writeError(w, r, fmt.Errorf("%w: missing or wrong bearer token (send \"Authorization: Bearer <token>\")", errUnauthorized))
+			return
+		}
+		next(w, r)
+	})
+}
+
+// Duration is a JSON duration: a Go duration string ("1m30s", "250ms") or
+// a number of seconds (90, 0.25).
+type Duration time.Duration
+
+// UnmarshalJSON reads a duration string or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%w: duration %q: want a Go duration such as \"90s\" or a number of seconds", base.ErrInvalidArgument, s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return fmt.Errorf("%w: duration %s: want a Go duration string or a number of seconds", base.ErrInvalidArgument, b)
+	}
+	if math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
+		return fmt.Errorf("%w: duration %s is out of range", base.ErrInvalidArgument, b)
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// seconds converts a number of seconds to a duration, refusing NaN and
+// values out of range.
+func seconds(what string, s float64) (time.Duration, error) {
+	if math.IsNaN(s) || s < 0 || s > math.MaxInt64/float64(time.Second) {
+		return 0, invalid(fmt.Sprintf("%s %v is out of range", what, s))
+	}
+	return time.Duration(s * float64(time.Second)), nil
+}
+
+// rawOrBase64 returns data as JSON: the bytes themselves when they are
+// valid JSON, else nil with the bytes base64-encoded by the caller.
+func rawJSON(data []byte) (json.RawMessage, bool) {
+	if len(data) == 0 || !json.Valid(data) {
+		return nil, false
+	}
+	return json.RawMessage(data), true
+}
