@@ -1,6 +1,6 @@
 module github.com/htqueue/htq/bench/peer
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/hibiken/asynq v0.26.0
@@ -16,9 +16,10 @@ require (
 	github.com/redis/rueidis v1.0.79 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/spf13/cast v1.10.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
+	go.etcd.io/bbolt v1.5.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/time v0.14.0 // indirect
-	google.golang.org/protobuf v1.36.10 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace github.com/htqueue/htq => ../..
