@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,28 @@ func childMain() int {
 			return 1
 		}
 		return 0
+	case "fill":
+		// The disk is "full" at 4 MiB: writes past it fail with EFBIG.
+		signal.Ignore(syscall.SIGXFSZ)
+		lim := syscall.Rlimit{Cur: 4 << 20, Max: 4 << 20}
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 4
+		}
+		fmt.Println("ready")
+		for n := 0; ; n++ {
+			id := fmt.Sprintf("f%06d", n)
+			m := &base.TaskMessage{ID: id, Type: "fill", Payload: make([]byte, 1000), Queue: "fill"}
+			if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: m}); err != nil {
+				fmt.Printf("error %v\n", err)
+				// A second try fails too, and does not hang.
+				if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: m}); err == nil {
+					fmt.Println("error-gone")
+				}
+				return 0
+			}
+			fmt.Println("ack " + id)
+		}
 	case "enqueue":
 		var mu sync.Mutex
 		say := func(s string) {
@@ -266,5 +289,52 @@ func TestKill9Durability(t *testing.T) {
 	}
 	if total == 0 {
 		t.Fatal("no enqueue was acknowledged in any round")
+	}
+}
+
+// TestDiskFull: when the disk fills up (here a file-size limit on the child
+// process), Enqueue returns an error instead of dropping the task, and every
+// task acknowledged before is there after a reopen.
+func TestDiskFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	dir := t.TempDir()
+	cmd, _, out := child(t, "fill", dir)
+	var acked []string
+	var failure string
+	for {
+		line, err := out.ReadString('\n')
+		if err != nil {
+			break
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if id, ok := strings.CutPrefix(line, "ack "); ok {
+			acked = append(acked, id)
+		} else if msg, ok := strings.CutPrefix(line, "error "); ok {
+			failure = msg
+		} else if line == "error-gone" {
+			t.Error("an Enqueue after the disk filled up succeeded")
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	if failure == "" || len(acked) == 0 {
+		t.Fatalf("want some acknowledged enqueues then an error; got %d and %q", len(acked), failure)
+	}
+	t.Logf("%d enqueues acknowledged, then: %s", len(acked), failure)
+	b, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
+	if err != nil {
+		t.Fatalf("reopen after the disk filled up: %v", err)
+	}
+	defer b.Close()
+	if err := b.CheckInvariants(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range acked {
+		if _, err := b.GetTaskInfo(t.Context(), "fill", id); err != nil {
+			t.Fatalf("acknowledged task %s: %v", id, err)
+		}
 	}
 }
