@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -711,4 +715,42 @@ func nonLoopbackIPv4(t *testing.T) string {
 	}
 	t.Skip("no non-loopback IPv4 address on this machine")
 	return ""
+}
+
+// TestTLSAndHTTP2: https targets work (HTTP/2 when the target offers it)
+// and their dials pass the guard like any other.
+func TestTLSAndHTTP2(t *testing.T) {
+	protos := make(chan int, 4)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		protos <- r.ProtoMajor
+		io.WriteString(w, "secure")
+	}))
+	srv.EnableHTTP2 = true
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake below
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+
+	d := newDispatcher(t, Config{Allow: loopback, TLSClientConfig: &tls.Config{RootCAs: pool}})
+	res, err := d.Dispatch(bg, task(srv.URL))
+	if err != nil || string(res.Body) != "secure" {
+		t.Fatalf("Dispatch = %v, %v", res, err)
+	}
+	if p := <-protos; p != 2 {
+		t.Errorf("HTTP/%d, want HTTP/2", p)
+	}
+
+	refused := newDispatcher(t, Config{TLSClientConfig: &tls.Config{RootCAs: pool}})
+	if _, err := refused.Dispatch(bg, task(srv.URL)); !errors.Is(err, ErrTargetNotAllowed) {
+		t.Errorf("not allowlisted: %v, want ErrTargetNotAllowed", err)
+	}
+
+	// A certificate the client does not trust is a network error (retried:
+	// a certificate can be fixed).
+	untrusted := newDispatcher(t, Config{Allow: loopback})
+	_, err = untrusted.Dispatch(bg, task(srv.URL))
+	if !errors.Is(err, ErrNetwork) {
+		t.Errorf("untrusted certificate: %v, want ErrNetwork", err)
+	}
 }
