@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/htqueue/htq/internal/broker"
@@ -18,6 +19,9 @@ type acker struct {
 	logger *slog.Logger
 	in     chan broker.LeaseRef
 	done   chan struct{}
+
+	mu     sync.RWMutex // guards closed against sends on a closed in
+	closed bool
 }
 
 // maxAckBatch bounds how many outcomes one Complete call carries.
@@ -31,12 +35,25 @@ func newAcker(b broker.Broker, logger *slog.Logger) *acker {
 func (a *acker) start() { go a.loop() }
 
 // complete queues the outcome of a successful task.
-func (a *acker) complete(ref broker.LeaseRef) { a.in <- ref }
+// A handler that outlives the shutdown timeout finds the acker closed; its
+// task was sent back to pending, so its outcome is dropped.
+func (a *acker) complete(ref broker.LeaseRef) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return
+	}
+	a.in <- ref
+}
 
-// shutdown writes every queued outcome and stops. Call it once no task
-// can complete any more.
+// shutdown writes every queued outcome and stops.
 func (a *acker) shutdown() {
-	close(a.in)
+	a.mu.Lock()
+	if !a.closed {
+		a.closed = true
+		close(a.in)
+	}
+	a.mu.Unlock()
 	<-a.done
 }
 

@@ -80,7 +80,11 @@ func (h *heartbeater) beat(ctx context.Context) {
 	info := *h.info
 	info.ActiveTasks = make([]base.ActiveTask, 0, len(running))
 	for _, at := range running {
-		info.ActiveTasks = append(info.ActiveTasks, base.ActiveTask{ID: at.lease.Msg.ID, Queue: at.lease.Msg.Queue, Type: at.lease.Msg.Type, Started: at.started})
+		started := at.started.Load()
+		if started == 0 {
+			continue // leased ahead, waiting for a worker
+		}
+		info.ActiveTasks = append(info.ActiveTasks, base.ActiveTask{ID: at.lease.Msg.ID, Queue: at.lease.Msg.Queue, Type: at.lease.Msg.Type, Started: time.Unix(0, started)})
 	}
 	wctx, cancel := context.WithTimeout(ctx, h.interval)
 	defer cancel()

@@ -15,29 +15,41 @@ import (
 	"github.com/jonboulle/clockwork"
 )
 
-// A processor fetches tasks from the server's queues and runs each in its
-// own goroutine, at most concurrency at a time. It fetches in batches (as
-// many tasks as it has free slots, in one storage call), hands outcomes of
-// successful tasks to an acker that writes them in batches, and when every
-// queue is empty it sleeps until a storage event (or the fallback poll)
-// wakes it.
+// A processor fetches tasks from the server's queues and runs them on a
+// pool of concurrency workers. It fetches in batches (one storage call for
+// as many tasks as there is room for), hands outcomes of successful tasks
+// to an acker that writes them in batches, and when every queue is empty it
+// sleeps until a storage event (or the fallback poll) wakes it.
+//
+// While handlers are quick (under prefetchBelow on average), it leases up
+// to twice concurrency tasks, so that the next batch is already here when a
+// worker frees up; with slower handlers it leases no more than it can run,
+// so that no task waits behind a long one while another server is idle.
+// Leased tasks waiting for a worker have their leases renewed like running
+// ones.
 type processor struct {
 	processorParams
 	logger *slog.Logger
 
-	// slots holds one token per running task: send to take a slot,
-	// receive to free one.
-	slots chan struct{}
+	// leased counts tasks leased and not yet finished; room for more is
+	// signalled on freed (without blocking) whenever one finishes.
+	leased atomic.Int64
+	freed  chan struct{}
+	// handlerTime is a moving average of handler durations (ns).
+	handlerTime atomic.Int64
+	// ready carries leased tasks to the workers.
+	ready chan *activeTask
 	// wakes has one channel per fetch loop, each signalled (without
 	// blocking) when a queue may have tasks.
 	wakes []chan struct{}
 	// quit stops the fetch loops; fetchers ends when they have stopped.
-	quit     chan struct{}
-	quitOnce sync.Once
-	fetchers sync.WaitGroup
+	quit      chan struct{}
+	quitOnce  sync.Once
+	fetchers  sync.WaitGroup
+	closeOnce sync.Once
+	workers   sync.WaitGroup
 
-	acker    *acker
-	handlers sync.WaitGroup
+	acker *acker
 
 	mu     sync.Mutex
 	active map[broker.LeaseRef]*activeTask
@@ -59,12 +71,15 @@ type processorParams struct {
 	serverID      string
 }
 
-// activeTask is one task being run by this server.
+// activeTask is one task leased by this server: waiting for a worker or
+// running.
 type activeTask struct {
-	lease   *broker.Lease
-	started time.Time
+	lease *broker.Lease
+	// started is when a worker started it (Unix ns; 0 while it waits).
+	started atomic.Int64
 	// leaseDuration is how long each renewal of the lease lasts.
 	leaseDuration time.Duration
+	ctx           context.Context
 	cancel        context.CancelCauseFunc
 	// leaseUntil is this process's estimate of when its lease runs out
 	// (Unix nanoseconds of the local clock), renewed by the heartbeater.
@@ -75,26 +90,39 @@ type activeTask struct {
 	aborted atomic.Bool
 }
 
-// maxFetchBatch bounds how many tasks one fetch call asks for.
-const maxFetchBatch = 64
+const (
+	// maxFetchBatch bounds how many tasks one fetch call asks for.
+	maxFetchBatch = 64
+	// prefetchBelow is the average handler time under which the processor
+	// leases ahead of its workers.
+	prefetchBelow = 2 * time.Millisecond
+)
 
 // errShutdown is the cause of a handler ctx cancelled at shutdown.
 var errShutdown = errors.New("htq: server shutting down")
 
 func newProcessor(p processorParams) *processor {
-	return &processor{
+	proc := &processor{
 		processorParams: p,
 		logger:          p.logger.With("component", "htq.processor"),
-		slots:           make(chan struct{}, p.concurrency),
+		freed:           make(chan struct{}, 1),
+		ready:           make(chan *activeTask, 2*p.concurrency),
 		wakes:           makeWakes(fetchLoops(p.concurrency)),
 		quit:            make(chan struct{}),
 		acker:           newAcker(p.broker, p.logger),
 		active:          make(map[broker.LeaseRef]*activeTask),
 	}
+	// Until handlers have shown they are quick, assume they are not.
+	proc.handlerTime.Store(int64(time.Second))
+	return proc
 }
 
 func (p *processor) start(ctx context.Context) {
 	p.acker.start()
+	for i := 0; i < p.concurrency; i++ {
+		p.workers.Add(1)
+		go p.work()
+	}
 	for _, wake := range p.wakes {
 		p.fetchers.Add(1)
 		go p.fetchLoop(ctx, wake)
@@ -126,10 +154,53 @@ func (p *processor) signal() {
 	}
 }
 
-// stopFetching stops the fetch loop and waits until it has stopped.
+// stopFetching stops the fetch loops, waits until they have stopped, and
+// sends tasks leased but not started back to pending.
 func (p *processor) stopFetching() {
 	p.quitOnce.Do(func() { close(p.quit) })
 	p.fetchers.Wait()
+	for {
+		select {
+		case at := <-p.ready:
+			p.requeue(at)
+			p.finish(at)
+		default:
+			return
+		}
+	}
+}
+
+// reserve waits for room to lease tasks and reserves up to max of it; it
+// reports false on quit.
+func (p *processor) reserve(max int) (int, bool) {
+	for {
+		limit := int64(p.concurrency)
+		if time.Duration(p.handlerTime.Load()) < prefetchBelow {
+			limit *= 2
+		}
+		cur := p.leased.Load()
+		if room := limit - cur; room > 0 {
+			n := min(room, int64(max))
+			if p.leased.CompareAndSwap(cur, cur+n) {
+				return int(n), true
+			}
+			continue
+		}
+		select {
+		case <-p.quit:
+			return 0, false
+		case <-p.freed:
+		}
+	}
+}
+
+// release gives back room for n leases.
+func (p *processor) release(n int) {
+	p.leased.Add(-int64(n))
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
 }
 
 func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
@@ -137,26 +208,13 @@ func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
 	poll := p.clock.NewTimer(p.pollInterval)
 	defer poll.Stop()
 	for {
-		// Take one slot (wait for a running task to end if none is free),
-		// then every other slot free at this moment, up to a batch.
-		select {
-		case <-p.quit:
+		n, ok := p.reserve(maxFetchBatch)
+		if !ok {
 			return
-		case p.slots <- struct{}{}:
-		}
-		n := 1
-	more:
-		for n < maxFetchBatch {
-			select {
-			case p.slots <- struct{}{}:
-				n++
-			default:
-				break more
-			}
 		}
 		leases, wait, err := p.fetch(ctx, n)
-		for i := len(leases); i < n; i++ {
-			<-p.slots
+		if len(leases) < n {
+			p.release(n - len(leases))
 		}
 		if err != nil {
 			logCall(p.logger, "fetch", err)
@@ -166,8 +224,7 @@ func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
 			continue
 		}
 		for _, l := range leases {
-			p.handlers.Add(1)
-			go p.run(l)
+			p.ready <- p.track(l)
 		}
 		if len(leases) > 0 {
 			continue
@@ -178,6 +235,38 @@ func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
 		if !p.sleep(poll, wake, wait) {
 			return
 		}
+	}
+}
+
+// track registers a leased task so that the heartbeater renews its lease.
+func (p *processor) track(l *broker.Lease) *activeTask {
+	at := &activeTask{lease: l, leaseDuration: l.Duration}
+	if at.leaseDuration <= 0 {
+		at.leaseDuration = p.leaseDuration
+	}
+	at.leaseUntil.Store(p.clock.Now().Add(at.leaseDuration).UnixNano())
+	at.ctx, at.cancel = context.WithCancelCause(p.baseContext())
+	p.mu.Lock()
+	p.active[l.Ref()] = at
+	p.mu.Unlock()
+	return at
+}
+
+// finish forgets a task and frees its room.
+func (p *processor) finish(at *activeTask) {
+	at.cancel(nil)
+	p.mu.Lock()
+	delete(p.active, at.lease.Ref())
+	p.mu.Unlock()
+	p.release(1)
+}
+
+// work runs tasks until ready is closed.
+func (p *processor) work() {
+	defer p.workers.Done()
+	for at := range p.ready {
+		p.run(at)
+		p.finish(at)
 	}
 }
 
@@ -223,45 +312,28 @@ func (p *processor) fetch(ctx context.Context, n int) (leases []*broker.Lease, w
 }
 
 // run processes one leased task and writes its outcome.
-func (p *processor) run(l *broker.Lease) {
-	defer p.handlers.Done()
-	defer func() { <-p.slots }()
+func (p *processor) run(at *activeTask) {
+	l := at.lease
 	msg := l.Msg
 	now := p.clock.Now()
-	at := &activeTask{lease: l, started: now, leaseDuration: l.Duration}
-	if at.leaseDuration <= 0 {
-		at.leaseDuration = p.leaseDuration
-	}
-	at.leaseUntil.Store(now.Add(at.leaseDuration).UnixNano())
+	at.started.Store(now.UnixNano())
 
-	ctx, cancel := context.WithCancelCause(p.baseContext())
-	at.cancel = cancel
-	defer cancel(nil)
-	ctx = withTaskMetadata(ctx, taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry})
+	ctx := withTaskMetadata(at.ctx, taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry})
 	if deadline, ok := taskDeadline(msg, now); ok {
 		var cancelDeadline context.CancelFunc
 		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
 		defer cancelDeadline()
 	}
-
 	ref := l.Ref()
-	p.mu.Lock()
-	p.active[ref] = at
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.active, ref)
-		p.mu.Unlock()
-	}()
-
 	task := &Task{typename: msg.Type, payload: msg.Payload,
 		w: &ResultWriter{ctx: context.WithoutCancel(ctx), b: p.broker, lease: ref}}
 	var err error
 	if ctx.Err() != nil {
-		err = ctx.Err() // the deadline passed before the task could start
+		err = context.Cause(ctx) // the deadline passed (or the lease was lost) before it could start
 	} else {
 		err = p.perform(ctx, task)
 	}
+	p.observe(p.clock.Since(now))
 
 	switch {
 	case at.aborted.Load():
@@ -273,6 +345,12 @@ func (p *processor) run(l *broker.Lease) {
 	default:
 		p.fail(ctx, l, task, err)
 	}
+}
+
+// observe folds one handler duration into the moving average (1/8 weight).
+func (p *processor) observe(d time.Duration) {
+	old := p.handlerTime.Load()
+	p.handlerTime.Store(old - old/8 + int64(d)/8)
 }
 
 // taskDeadline is when an attempt that starts at now must end.
@@ -318,11 +396,13 @@ func (p *processor) fail(ctx context.Context, l *broker.Lease, task *Task, err e
 }
 
 // drain waits up to timeout for running tasks, then cancels the ones still
-// running and sends them back to pending, and flushes the acker.
+// running and sends them back to pending, and flushes the acker. Fetching
+// must have stopped.
 func (p *processor) drain(timeout time.Duration) {
+	p.closeOnce.Do(func() { close(p.ready) })
 	done := make(chan struct{})
 	go func() {
-		p.handlers.Wait()
+		p.workers.Wait()
 		close(done)
 	}()
 	timer := p.clock.NewTimer(timeout)
@@ -335,25 +415,24 @@ func (p *processor) drain(timeout time.Duration) {
 	p.acker.shutdown()
 }
 
-// requeueRunning cancels every running task and puts it back to pending.
-func (p *processor) requeueRunning() {
-	p.mu.Lock()
-	running := make([]*activeTask, 0, len(p.active))
-	for _, at := range p.active {
-		running = append(running, at)
-	}
-	p.mu.Unlock()
+// requeue sends one leased task back to pending.
+func (p *processor) requeue(at *activeTask) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, at := range running {
-		at.aborted.Store(true)
-		at.cancel(errShutdown)
-		ref := at.lease.Ref()
-		err := p.broker.Requeue(ctx, ref)
-		if err == nil {
-			p.logger.Info("task still running at shutdown sent back to pending", "queue", ref.Queue, "id", ref.ID)
-		}
-		logCall(p.logger, "requeue at shutdown", err, "queue", ref.Queue, "id", ref.ID)
+	at.aborted.Store(true)
+	at.cancel(errShutdown)
+	ref := at.lease.Ref()
+	err := p.broker.Requeue(ctx, ref)
+	if err == nil {
+		p.logger.Info("task sent back to pending at shutdown", "queue", ref.Queue, "id", ref.ID)
+	}
+	logCall(p.logger, "requeue at shutdown", err, "queue", ref.Queue, "id", ref.ID)
+}
+
+// requeueRunning cancels every running task and puts it back to pending.
+func (p *processor) requeueRunning() {
+	for _, at := range p.snapshot() {
+		p.requeue(at)
 	}
 }
 
