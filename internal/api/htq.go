@@ -460,7 +460,7 @@ func (h *handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
 		spec.Options = &TaskOptions{ProcessAt: &at}
 	}
 	ctx := r.Context()
-	q, err := h.queueFor(ctx, name, queuemeta.ModeRealTime)
+	q, isNew, err := h.resolveQueue(ctx, name, queuemeta.ModeRealTime)
 	if err != nil {
 		fail(err)
 		return
@@ -472,6 +472,12 @@ func (h *handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		fail(err)
 		return
+	}
+	if isNew {
+		if err := h.defineQueue(ctx, q); err != nil {
+			fail(err)
+			return
+		}
 	}
 	if _, err := h.client.EnqueueContext(ctx, task, append(opts, htq.Queue(name))...); err != nil {
 		fail(err)

@@ -98,12 +98,7 @@ func (h *handler) createSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	q, err := h.queueFor(ctx, req.Queue, req.Task.kindMode())
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	task, _, err := h.build(ctx, &req.Task, q)
+	task, _, q, err := h.prepare(ctx, req.Queue, &req.Task)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -201,25 +201,56 @@ func buildTask(s *TaskSpec, q *queuemeta.Queue) (*htq.Task, []htq.Option, *queue
 	return htq.NewTask(queuemeta.TypeURL, payload), opts, ut, nil
 }
 
-// queueFor returns the record of the queue a task of spec's kind goes to,
-// defining the queue with that kind's mode if it has no record.
-func (h *handler) queueFor(ctx context.Context, name string, mode queuemeta.Mode) (*queuemeta.Queue, error) {
+// resolveQueue returns the record of the queue a task of mode's kind goes
+// to. A queue without a record gets a provisional one of that mode, and
+// isNew is true: the caller checks its tasks against it and then defines
+// the queue with defineQueue, so a refused task leaves no queue behind.
+func (h *handler) resolveQueue(ctx context.Context, name string, mode queuemeta.Mode) (q *queuemeta.Queue, isNew bool, err error) {
 	if err := base.ValidateQueueName(name); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	q, created, err := h.queues.Ensure(ctx, name, mode, time.Now())
-	if errors.Is(err, queuemeta.ErrModeMismatch) {
-		return q, nil // build reports the mismatch with the task's kind
+	q, err = h.queues.Get(ctx, name)
+	switch {
+	case err == nil:
+		return q, false, nil
+	case errors.Is(err, base.ErrQueueNotFound):
+		return queuemeta.New(name, mode, time.Now()), true, nil
+	default:
+		return nil, false, err
 	}
+}
+
+// defineQueue stores the record of a queue that had none and gives it its
+// storage settings. When another call defined it meanwhile with another
+// mode, it fails with ErrModeMismatch.
+func (h *handler) defineQueue(ctx context.Context, q *queuemeta.Queue) error {
+	got, created, err := h.queues.Ensure(ctx, q.Name, q.Mode, q.CreatedAt)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if created {
-		if err := h.setUpNewQueue(ctx, q, nil); err != nil {
-			return nil, err
+		return h.setUpNewQueue(ctx, got, nil)
+	}
+	return nil
+}
+
+// prepare resolves the queue of a task, builds the task and, when the
+// queue had no record, defines it.
+func (h *handler) prepare(ctx context.Context, name string, spec *TaskSpec) (*htq.Task, []htq.Option, *queuemeta.Queue, error) {
+	q, isNew, err := h.resolveQueue(ctx, name, spec.kindMode())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	task, opts, err := h.build(ctx, spec, q)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if isNew {
+		if err := h.defineQueue(ctx, q); err != nil {
+			return nil, nil, nil, err
 		}
 	}
-	return q, nil
+	return task, opts, q, nil
 }
 
 // enqueueResponse is the answer to an enqueue.
@@ -253,12 +284,7 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	name := r.PathValue("queue")
-	q, err := h.queueFor(ctx, name, spec.kindMode())
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	task, opts, err := h.build(ctx, &spec, q)
+	task, opts, _, err := h.prepare(ctx, name, &spec)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -275,9 +301,14 @@ type batchRequest struct {
 	Tasks []TaskSpec `json:"tasks"`
 }
 
+// batchItem is one task's result: what was stored, or the error.
 type batchItem struct {
-	*enqueueResponse
-	Error *errorDetail `json:"error,omitempty"`
+	ID            string       `json:"id,omitempty"`
+	Queue         string       `json:"queue,omitempty"`
+	Type          string       `json:"type,omitempty"`
+	State         string       `json:"state,omitempty"`
+	NextProcessAt *time.Time   `json:"next_process_at,omitempty"`
+	Error         *errorDetail `json:"error,omitempty"`
 }
 
 type batchResponse struct {
@@ -312,7 +343,7 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	q, err := h.queueFor(ctx, name, req.Tasks[0].kindMode())
+	q, isNew, err := h.resolveQueue(ctx, name, req.Tasks[0].kindMode())
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -331,6 +362,12 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		tasks[i] = task
 	}
+	if isNew {
+		if err := h.defineQueue(ctx, q); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+	}
 	infos, err := h.client.EnqueueBatch(ctx, tasks, htq.Queue(name))
 	var batchErr *htq.BatchError
 	if err != nil && !errors.As(err, &batchErr) {
@@ -341,7 +378,7 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 	for i, info := range infos {
 		if info != nil {
 			er := newEnqueueResponse(info)
-			resp.Results[i].enqueueResponse = &er
+			resp.Results[i] = batchItem{ID: er.ID, Queue: er.Queue, Type: er.Type, State: er.State, NextProcessAt: er.NextProcessAt}
 			resp.Enqueued++
 			continue
 		}
