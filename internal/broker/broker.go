@@ -28,6 +28,7 @@ import (
 // clients below, and the management operations of Admin.
 type Broker interface {
 	Admin
+	MetaStore
 
 	// Ping checks that the storage answers.
 	Ping(ctx context.Context) error

@@ -15,6 +15,8 @@ import (
 const (
 	// keyQueues is the set of every queue ever enqueued into.
 	keyQueues = "htq:queues"
+	// keyMeta is the hash of broker.MetaStore records.
+	keyMeta = "htq:meta"
 	// keyServers is the zset of running servers, score = presence expiry (ms).
 	keyServers = "htq:servers"
 	// keyServerPrefix + server ID holds a server's presence record (JSON).

@@ -115,6 +115,8 @@ func Run(t *testing.T, newBroker Factory) {
 		{"Presence", presenceTests()},
 		{"Groups", groupTests()},
 		{"Scheduler", schedulerTests()},
+		// broker.MetaStore (meta.go).
+		{"Meta", metaTests()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

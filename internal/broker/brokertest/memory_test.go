@@ -60,6 +60,7 @@ type memBroker struct {
 	closed bool
 	queues map[string]*memQueue
 	subs   map[chan broker.Event]struct{}
+	meta   map[string][]byte
 	memAdminBroker
 }
 
