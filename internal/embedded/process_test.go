@@ -340,3 +340,24 @@ func TestDiskFull(t *testing.T) {
 		}
 	}
 }
+
+// TestReadOnlyDataFile: a data file that cannot be written (here made
+// immutable with chattr, which binds root too) fails Open with an error
+// naming it, rather than opening a store that would drop writes.
+func TestReadOnlyDataFile(t *testing.T) {
+	dir := t.TempDir()
+	file := fillDir(t, dir, 10)
+	if out, err := exec.Command("chattr", "+i", file).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i not available here: %v %s", err, out)
+	}
+	defer exec.Command("chattr", "-i", file).Run()
+	b, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
+	if err == nil {
+		_ = b.Close()
+		t.Fatal("Open of an unwritable data file succeeded")
+	}
+	if !strings.Contains(err.Error(), file) {
+		t.Fatalf("error %q does not name %s", err, file)
+	}
+	t.Logf("error: %v", err)
+}
