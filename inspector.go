@@ -2,7 +2,6 @@ package htq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -23,17 +22,6 @@ func NewInspector(s *Storage) *Inspector { return &Inspector{s: s} }
 
 // Close releases the Inspector. The Storage stays open.
 func (i *Inspector) Close() error { return nil }
-
-// errNoAdmin is returned while a backend lacks the management operations.
-var errNoAdmin = errors.New("htq: this storage backend does not support management operations yet")
-
-func (i *Inspector) admin() (broker.Admin, error) {
-	a, ok := i.s.b.(broker.Admin)
-	if !ok {
-		return nil, errNoAdmin
-	}
-	return a, nil
-}
 
 // QueueSettings are stored with a queue; every server sharing the storage
 // obeys them at fetch time, and a change takes effect at the next fetch.
@@ -99,10 +87,7 @@ func (i *Inspector) Queues() ([]string, error) {
 // GetQueueInfo describes a queue. It fails with ErrQueueNotFound for a
 // queue that does not exist.
 func (i *Inspector) GetQueueInfo(queue string) (*QueueInfo, error) {
-	a, err := i.admin()
-	if err != nil {
-		return nil, err
-	}
+	a := i.s.b
 	st, err := a.QueueStats(context.Background(), queue)
 	if err != nil {
 		return nil, fmt.Errorf("htq: queue info of %s: %w", queue, err)
@@ -126,10 +111,7 @@ func (i *Inspector) GetQueueInfo(queue string) (*QueueInfo, error) {
 // History returns the processed and failed counts of each of the last n
 // days, today first.
 func (i *Inspector) History(queue string, n int) ([]*DailyStats, error) {
-	a, err := i.admin()
-	if err != nil {
-		return nil, err
-	}
+	a := i.s.b
 	days, err := a.History(context.Background(), queue, n)
 	if err != nil {
 		return nil, fmt.Errorf("htq: history of %s: %w", queue, err)
@@ -144,10 +126,7 @@ func (i *Inspector) History(queue string, n int) ([]*DailyStats, error) {
 // SetQueueSettings stores settings for a queue (creating the queue if it
 // does not exist yet).
 func (i *Inspector) SetQueueSettings(queue string, s QueueSettings) error {
-	a, err := i.admin()
-	if err != nil {
-		return err
-	}
+	a := i.s.b
 	if s.MaxConcurrency < 0 || s.RateLimit < 0 || s.RateBurst < 0 || s.LeaseDuration < 0 {
 		return fmt.Errorf("%w: queue settings must not be negative: %+v", ErrInvalidArgument, s)
 	}
@@ -176,10 +155,7 @@ func PageSize(n int) ListOption { return listOptionFunc(func(o *listOptions) { o
 func Page(k int) ListOption { return listOptionFunc(func(o *listOptions) { o.page = k }) }
 
 func (i *Inspector) list(queue string, state base.TaskState, group string, opts []ListOption) ([]*TaskInfo, error) {
-	a, err := i.admin()
-	if err != nil {
-		return nil, err
-	}
+	a := i.s.b
 	o := listOptions{size: 30, page: 1}
 	for _, opt := range opts {
 		opt.applyList(&o)
@@ -255,10 +231,7 @@ func (i *Inspector) DeleteTask(queue, id string) error {
 
 // RunTask makes a scheduled, retry, archived or aggregating task pending.
 func (i *Inspector) RunTask(queue, id string) error {
-	a, err := i.admin()
-	if err != nil {
-		return err
-	}
+	a := i.s.b
 	if err := a.RunTask(context.Background(), queue, id); err != nil {
 		return fmt.Errorf("htq: run task %s/%s: %w", queue, id, err)
 	}
@@ -267,10 +240,7 @@ func (i *Inspector) RunTask(queue, id string) error {
 
 // ArchiveTask archives a task that is not active.
 func (i *Inspector) ArchiveTask(queue, id string) error {
-	a, err := i.admin()
-	if err != nil {
-		return err
-	}
+	a := i.s.b
 	if err := a.ArchiveTask(context.Background(), queue, id); err != nil {
 		return fmt.Errorf("htq: archive task %s/%s: %w", queue, id, err)
 	}
@@ -286,10 +256,7 @@ var (
 )
 
 func (i *Inspector) bulk(op bulkOp, what, queue string, state base.TaskState, group string) (int, error) {
-	a, err := i.admin()
-	if err != nil {
-		return 0, err
-	}
+	a := i.s.b
 	n, err := op(a, context.Background(), queue, state, group)
 	if err != nil {
 		return n, fmt.Errorf("htq: %s all %s tasks of %s: %w", what, state, queue, err)
@@ -370,10 +337,7 @@ func (i *Inspector) ArchiveAllAggregatingTasks(queue, group string) (int, error)
 // PauseQueue stops every server from fetching the queue; its tasks stay.
 // A queue with no task yet may be paused.
 func (i *Inspector) PauseQueue(queue string) error {
-	a, err := i.admin()
-	if err != nil {
-		return err
-	}
+	a := i.s.b
 	if err := a.PauseQueue(context.Background(), queue); err != nil {
 		return fmt.Errorf("htq: pause %s: %w", queue, err)
 	}
@@ -382,10 +346,7 @@ func (i *Inspector) PauseQueue(queue string) error {
 
 // UnpauseQueue lets servers fetch the queue again.
 func (i *Inspector) UnpauseQueue(queue string) error {
-	a, err := i.admin()
-	if err != nil {
-		return err
-	}
+	a := i.s.b
 	if err := a.UnpauseQueue(context.Background(), queue); err != nil {
 		return fmt.Errorf("htq: unpause %s: %w", queue, err)
 	}
@@ -396,10 +357,7 @@ func (i *Inspector) UnpauseQueue(queue string) error {
 // tasks (ErrQueueNotEmpty); with force it deletes them too, unless some are
 // active.
 func (i *Inspector) DeleteQueue(queue string, force bool) error {
-	a, err := i.admin()
-	if err != nil {
-		return err
-	}
+	a := i.s.b
 	if err := a.DeleteQueue(context.Background(), queue, force); err != nil {
 		return fmt.Errorf("htq: delete queue %s: %w", queue, err)
 	}
@@ -434,10 +392,7 @@ type WorkerInfo struct {
 // Servers lists the live servers. A server that died disappears once its
 // presence record expires (a few heartbeats).
 func (i *Inspector) Servers() ([]*ServerInfo, error) {
-	a, err := i.admin()
-	if err != nil {
-		return nil, err
-	}
+	a := i.s.b
 	list, err := a.ListServers(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("htq: list servers: %w", err)
@@ -457,10 +412,7 @@ func (i *Inspector) Servers() ([]*ServerInfo, error) {
 // CancelProcessing cancels the ctx of running task id on whichever server
 // runs it. The handler's error then decides the outcome as usual.
 func (i *Inspector) CancelProcessing(id string) error {
-	a, err := i.admin()
-	if err != nil {
-		return err
-	}
+	a := i.s.b
 	if err := a.CancelProcessing(context.Background(), id); err != nil {
 		return fmt.Errorf("htq: cancel %s: %w", id, err)
 	}
@@ -475,10 +427,7 @@ type GroupInfo struct {
 
 // Groups lists the groups of a queue that hold aggregating tasks.
 func (i *Inspector) Groups(queue string) ([]*GroupInfo, error) {
-	a, err := i.admin()
-	if err != nil {
-		return nil, err
-	}
+	a := i.s.b
 	groups, err := a.ListGroups(context.Background(), queue)
 	if err != nil {
 		return nil, fmt.Errorf("htq: groups of %s: %w", queue, err)
@@ -495,10 +444,7 @@ func (i *Inspector) Groups(queue string) ([]*GroupInfo, error) {
 // retention stays readable for a minute after it completes once someone
 // waits for it. ctx bounds the wait.
 func (i *Inspector) WaitForResult(ctx context.Context, queue, id string) (*TaskInfo, error) {
-	a, err := i.admin()
-	if err != nil {
-		return nil, err
-	}
+	a := i.s.b
 	subCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events, err := i.s.b.Subscribe(subCtx)

@@ -154,9 +154,6 @@ func (s *Scheduler) Start() error {
 	if s.s == nil {
 		return fmt.Errorf("%w: nil Storage", ErrInvalidArgument)
 	}
-	if _, ok := s.s.b.(broker.Admin); !ok {
-		return errNoAdmin
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch s.state {
@@ -197,14 +194,14 @@ func (s *Scheduler) Shutdown() {
 	<-s.done
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.s.b.(broker.Admin).ClearSchedulerEntries(ctx, s.id); err != nil {
+	if err := s.s.b.ClearSchedulerEntries(ctx, s.id); err != nil {
 		s.logger.Warn("clear scheduler entries failed", "err", err)
 	}
 }
 
 func (s *Scheduler) loop() {
 	defer close(s.done)
-	admin := s.s.b.(broker.Admin)
+	admin := s.s.b
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	heartbeat := s.clock.NewTicker(s.opts.HeartbeatInterval)
@@ -319,10 +316,7 @@ type SchedulerEntry struct {
 
 // SchedulerEntries lists the entries of every live scheduler.
 func (i *Inspector) SchedulerEntries() ([]*SchedulerEntry, error) {
-	a, err := i.admin()
-	if err != nil {
-		return nil, err
-	}
+	a := i.s.b
 	list, err := a.ListSchedulerEntries(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("htq: list scheduler entries: %w", err)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/htqueue/htq/internal/base"
-	"github.com/htqueue/htq/internal/broker"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -305,13 +304,6 @@ func (srv *Server) Start(h Handler) error {
 	}
 
 	cfg, b, clock := srv.cfg, srv.s.b, srv.cfg.clock
-	var admin broker.Admin
-	if cfg.GroupAggregator != nil {
-		var ok bool
-		if admin, ok = b.(broker.Admin); !ok {
-			return errNoAdmin
-		}
-	}
 	srv.ctx, srv.cancel = context.WithCancel(context.Background())
 	srv.info.Started = clock.Now()
 	srv.info.Status = "active"
@@ -356,8 +348,8 @@ func (srv *Server) Start(h Handler) error {
 		newPeriodic("janitor", clock, cfg.JanitorInterval, jan.exec),
 		newPeriodic("healthchecker", clock, cfg.HealthCheckInterval, hc.exec),
 	}
-	if admin != nil {
-		agg := newAggregator(srv.s, admin, cfg.Logger, queues, cfg)
+	if cfg.GroupAggregator != nil {
+		agg := newAggregator(srv.s, b, cfg.Logger, queues, cfg)
 		srv.bg = append(srv.bg, newPeriodic("aggregator", clock, aggregatorInterval(cfg.GroupGracePeriod), agg.exec))
 	}
 
