@@ -11,11 +11,16 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 test: deps vet
 	$(GO) test -race -count=1 -timeout 20m ./...
 
+# What the tests run besides Go: redis-server (the Redis backend), php and
+# python3 (the webhook verification examples of docs/webhooks.md).
+DEPS := redis-server:redis-server php:php-cli python3:python3
+
 deps:
-	@command -v redis-server >/dev/null || { \
-		echo "installing redis-server (apt-get)"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server; }
-	@command -v redis-server >/dev/null || { echo "redis-server still missing" >&2; exit 1; }
+	@missing=""; for d in $(DEPS); do command -v $${d%%:*} >/dev/null || missing="$$missing $${d#*:}"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (apt-get)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
+	@for d in $(DEPS); do command -v $${d%%:*} >/dev/null || { echo "$${d%%:*} still missing" >&2; exit 1; }; done
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
