@@ -58,9 +58,10 @@ type Options struct {
 	// Ready reports whether the service can take work (/readyz). Nil:
 	// the storage answers a ping within 2 s.
 	Ready func(ctx context.Context) error
-	// Context bounds the handler's background work (the one storage
-	// subscription that wakes long-polling pull workers). Cancel it at
-	// shutdown. Nil: context.Background().
+	// Context bounds the handler's background work: its one storage
+	// subscription, which wakes long-polling pull workers and tells them
+	// of cancels at their heartbeat. Cancel it at shutdown (after the
+	// HTTP server's Shutdown). Nil: context.Background().
 	Context context.Context
 	// Meta keeps the queue records and schedules. Nil: the storage's
 	// broker, which must implement broker.MetaStore.
@@ -151,6 +152,7 @@ func New(opts Options) (http.Handler, error) {
 	h.upkeep = newUpkeep(b, h.logger)
 	h.hub = newHub(opts.Context, b, h.logger)
 	h.hub.onSched = h.upkeep.scheduled
+	h.hub.start()
 	if err := registerMetrics(reg, opts.Metrics, h.collectQueues); err != nil {
 		return nil, err
 	}

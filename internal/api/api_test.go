@@ -83,7 +83,7 @@ func newEnv(t *testing.T, backend string, mod func(*Options)) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := Options{
 		Storage: st, Token: testToken, HTQAppKey: "key", HTQAppToken: "tok",
-		Location: time.UTC, Context: ctx, Logger: discardLogger(),
+		Location: time.UTC, Context: ctx, Logger: discardLogger(), Metrics: NewMetrics(),
 	}
 	if _, ok := hooks.BrokerOf(st).(broker.MetaStore); !ok {
 		// waiting: this backend does not implement broker.MetaStore yet.

@@ -136,10 +136,12 @@ func TestPullWorkerVanishes(t *testing.T) {
 		if len(got.Tasks) != 1 || got.Tasks[0].ID != "c" || got.Tasks[0].Retried != 1 {
 			t.Fatalf("task not run again: %+v", got)
 		}
-		// A cancel reaches the worker through its heartbeat.
-		e.must(http.StatusAccepted, "POST", "/v1/queues/crash/tasks/c/cancel", nil, nil)
+		// A cancel reaches the worker through its heartbeat. Cancel events
+		// are hints that may be lost (e.g. before the handler's
+		// subscription is live), so the test asks again while it waits.
 		deadline := time.Now().Add(5 * time.Second)
 		for {
+			e.must(http.StatusAccepted, "POST", "/v1/queues/crash/tasks/c/cancel", nil, nil)
 			var hb heartbeatResponse
 			e.must(http.StatusOK, "POST", "/v1/queues/crash/tasks/c/heartbeat", map[string]any{"token": got.Tasks[0].Token}, &hb)
 			if hb.Canceled {
@@ -148,7 +150,7 @@ func TestPullWorkerVanishes(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatal("cancel never reached the heartbeat")
 			}
-			time.Sleep(20 * time.Millisecond) // the cancel event is asynchronous
+			time.Sleep(50 * time.Millisecond) // the cancel event is asynchronous
 		}
 	})
 }
