@@ -114,9 +114,8 @@ func (b *Broker) History(ctx context.Context, queue string, days int) ([]broker.
 }
 
 // ListTasks returns one page of a queue's tasks in one state. A page costs
-// O((offset + limit) log n) for the heap-ordered states and O(offset +
-// limit) for pending; archived (at most maxArchived) and a group are sorted
-// per call.
+// O(log n + limit), except pending (a list: O(offset + limit)) and a group
+// (sorted per call).
 func (b *Broker) ListTasks(ctx context.Context, p broker.ListParams) ([]*base.TaskInfo, error) {
 	if p.Limit < 1 || p.Offset < 0 {
 		return nil, fmt.Errorf("%w: list tasks: offset %d and limit %d (at least 0 and 1)", base.ErrInvalidArgument, p.Offset, p.Limit)
@@ -149,16 +148,11 @@ func (b *Broker) ListTasks(ctx context.Context, p broker.ListParams) ([]*base.Ta
 	}
 	switch p.State {
 	case base.StatePending:
-		for t := q.pending.head; t != nil && take(t); t = t.next {
+		for t := q.pending.head; t != nil && take(t); t = t.r {
 		}
 	case base.StateArchived:
-		all := slices.Clone(q.archived.items)
-		slices.SortFunc(all, func(a, c *task) int { return -q.archived.cmp(a, c) })
-		for _, t := range all {
-			if !take(t) {
-				break
-			}
-		}
+		skip = 0
+		q.archived.descendFrom(p.Offset, take) // newest first
 	case base.StateAggregating:
 		var all []*task
 		for _, t := range q.groups[p.Group] {
@@ -171,7 +165,8 @@ func (b *Broker) ListTasks(ctx context.Context, p broker.ListParams) ([]*base.Ta
 			}
 		}
 	default:
-		q.heapOf(p.State).ascending(take)
+		skip = 0
+		q.treeOf(p.State).ascendFrom(p.Offset, take)
 	}
 	return out, nil
 }
@@ -372,7 +367,7 @@ func (q *queue) firstN(state base.TaskState, group string, n int) []*task {
 	var out []*task
 	switch state {
 	case base.StatePending:
-		for t := q.pending.head; t != nil && len(out) < n; t = t.next {
+		for t := q.pending.head; t != nil && len(out) < n; t = t.r {
 			out = append(out, t)
 		}
 	case base.StateAggregating:
@@ -384,7 +379,7 @@ func (q *queue) firstN(state base.TaskState, group string, n int) []*task {
 			out = out[:n]
 		}
 	default:
-		q.heapOf(state).ascending(func(t *task) bool {
+		q.treeOf(state).ascending(func(t *task) bool {
 			out = append(out, t)
 			return len(out) < n
 		})

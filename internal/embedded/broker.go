@@ -227,6 +227,7 @@ func (b *Broker) load() error {
 		}
 	}
 	var pending []*task
+	inTree := make(map[*taskTree][]*task)
 	var maxSeq uint64
 	for _, t := range all {
 		q := queues[t.msg.Queue]
@@ -247,9 +248,7 @@ func (b *Broker) load() error {
 		case base.StateAggregating:
 			q.index(t)
 		default:
-			h := q.heapOf(t.state)
-			t.heapIdx = int32(len(h.items))
-			h.items = append(h.items, t)
+			inTree[q.treeOf(t.state)] = append(inTree[q.treeOf(t.state)], t)
 		}
 		if !t.uniqueUntil.IsZero() {
 			if old := q.unique[t.msg.UniqueKey]; old == nil || old.uniqueUntil.Before(t.uniqueUntil) {
@@ -272,10 +271,9 @@ func (b *Broker) load() error {
 	for _, t := range pending {
 		queues[t.msg.Queue].pending.appendLoaded(t)
 	}
-	for _, q := range queues {
-		for _, h := range []*taskHeap{q.active, q.scheduled, q.retry, q.archived, q.completed} {
-			h.init()
-		}
+	for tr, ts := range inTree {
+		slices.SortFunc(ts, cmpTask)
+		tr.build(ts)
 	}
 	b.queues = queues
 	b.nextSeq = maxSeq + 1
@@ -347,13 +345,19 @@ func (b *Broker) expireOrphans() (tasks, orphans int) {
 	now := b.now()
 	for _, q := range b.queues {
 		tasks += len(q.tasks)
-		for _, t := range slices.Clone(q.active.items) {
+		var live []*task
+		q.active.ascending(func(t *task) bool {
 			orphans++
 			if t.at.After(now) {
-				t.at = now
-				q.active.fix(t)
-				b.putTask(t)
+				live = append(live, t)
 			}
+			return true
+		})
+		for _, t := range live {
+			q.active.remove(t)
+			t.at = now
+			q.active.insert(t)
+			b.putTask(t)
 		}
 	}
 	return tasks, orphans

@@ -94,7 +94,7 @@ func (b *Broker) emitScheduled(q *queue, t *task) {
 
 // nextDue returns the scheduled or retry task of q that is due first.
 func (q *queue) nextDue() *task {
-	s, r := q.scheduled.peek(), q.retry.peek()
+	s, r := q.scheduled.min(), q.retry.min()
 	switch {
 	case s == nil:
 		return r

@@ -74,8 +74,7 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 					bad("aggregating task %q missing from group %q", id, t.msg.GroupKey)
 				}
 			case base.StateActive, base.StateScheduled, base.StateRetry, base.StateArchived, base.StateCompleted:
-				h := q.heapOf(t.state)
-				if t.heapIdx < 0 || int(t.heapIdx) >= len(h.items) || h.items[t.heapIdx] != t {
+				if !q.treeOf(t.state).contains(t) {
 					bad("task %q in state %v missing from its index", id, t.state)
 				}
 			default:
@@ -87,9 +86,9 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 		}
 		// The pending list: linked both ways, ordered, all pending tasks.
 		var prev *task
-		for t := q.pending.head; t != nil; t = t.next {
+		for t := q.pending.head; t != nil; t = t.r {
 			seen++
-			if t.prev != prev {
+			if t.l != prev {
 				bad("pending list of %q broken at %q", name, t.msg.ID)
 				break
 			}
@@ -111,16 +110,15 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 		if q.pending.tail != prev || q.pending.n != seen {
 			bad("pending list of %q: tail or length (%d, walked %d) wrong", name, q.pending.n, seen)
 		}
-		for state, h := range map[base.TaskState]*taskHeap{base.StateActive: q.active, base.StateScheduled: q.scheduled,
+		for state, tr := range map[base.TaskState]*taskTree{base.StateActive: q.active, base.StateScheduled: q.scheduled,
 			base.StateRetry: q.retry, base.StateArchived: q.archived, base.StateCompleted: q.completed} {
-			for i, t := range h.items {
+			if err := tr.check(func(t *task) {
 				seen++
-				if t.state != state || int(t.heapIdx) != i || q.tasks[t.msg.ID] != t {
-					bad("%v index of %q holds %q (state %v, position %d/%d)", state, name, t.msg.ID, t.state, t.heapIdx, i)
+				if t.state != state || q.tasks[t.msg.ID] != t {
+					bad("%v index of %q holds %q (state %v)", state, name, t.msg.ID, t.state)
 				}
-				if i > 0 && h.Less(i, (i-1)/2) {
-					bad("%v index of %q is not a heap at %d", state, name, i)
-				}
+			}); err != nil {
+				bad("%v index of %q: %v", state, name, err)
 			}
 		}
 		for g, members := range q.groups {

@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -120,7 +119,7 @@ func (b *Broker) enqueue(msg *base.TaskMessage, processAt time.Time, now time.Ti
 	}
 	q = b.registerQueue(msg.Queue)
 	msg.Queue = q.name
-	t := &task{seq: b.nextSeq, m: *msg, heapIdx: -1, at: now}
+	t := &task{seq: b.nextSeq, m: *msg, at: now}
 	t.msg = &t.m // one allocation for the task and its message
 	msg = t.msg
 	b.nextSeq++
@@ -195,7 +194,7 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		t.state = base.StateActive
 		t.token = p.ServerID + "/" + newToken() // names the server for the Inspector
 		t.at = now.Add(lease)
-		heap.Push(q.active, t)
+		q.active.insert(t)
 		b.putTask(t)
 		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.at, Duration: lease})
 	}
@@ -408,11 +407,11 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 func (b *Broker) trimArchived(q *queue, now time.Time) {
 	cutoff := now.Add(-archiveMaxAge)
 	for {
-		t := q.archived.peek()
+		t := q.archived.min()
 		if t == nil || q.archived.Len() <= maxArchived && !t.at.Before(cutoff) {
 			return
 		}
-		heap.Pop(q.archived)
+		q.archived.remove(t)
 		b.removeTask(q, t)
 	}
 }
@@ -469,8 +468,9 @@ func (b *Broker) ExtendLeases(ctx context.Context, queue string, leases []broker
 			lost = append(lost, l.ID)
 			continue
 		}
+		q.active.remove(t) // out of the tree while its key changes
 		t.at = now.Add(d)
-		q.active.fix(t)
+		q.active.insert(t)
 		b.putTask(t)
 	}
 	return lost, nil
@@ -596,11 +596,11 @@ func (b *Broker) DeleteExpiredCompleted(ctx context.Context, queue string, limit
 	now := b.now()
 	n := 0
 	for n < limit {
-		t := q.completed.peek()
+		t := q.completed.min()
 		if t == nil || t.at.After(now) {
 			break
 		}
-		heap.Pop(q.completed)
+		q.completed.remove(t)
 		b.removeTask(q, t)
 		n++
 	}

@@ -62,7 +62,7 @@ func decodeTask(seq uint64, b []byte, intern func([]byte) string) (*task, error)
 		return nil, fmt.Errorf("%w %d: version %d, this htq reads version %d", errBadRecord, seq, b[0], recordVersion)
 	}
 	d := decoder{b: b[1:]}
-	t := &task{seq: seq, heapIdx: -1}
+	t := &task{seq: seq}
 	t.msg = &t.m
 	m := t.msg
 	t.state = base.TaskState(d.uvarint())

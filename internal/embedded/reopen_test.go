@@ -23,7 +23,7 @@ func snapshot(t *testing.T, b *Broker) map[string]string {
 		out[name] = fmt.Sprintf("queue paused=%v pending=%v", q.paused, pendingIDs(q))
 		for id, tk := range q.tasks {
 			c := *tk
-			c.prev, c.next, c.heapIdx, c.msg = nil, nil, 0, nil
+			c.l, c.r, c.n, c.msg = nil, nil, 0, nil
 			c.m = *tk.msg
 			if c.state == base.StateActive {
 				c.at = time.Time{} // the lease ends at reopen
@@ -36,7 +36,7 @@ func snapshot(t *testing.T, b *Broker) map[string]string {
 
 func pendingIDs(q *queue) []string {
 	var ids []string
-	for t := q.pending.head; t != nil; t = t.next {
+	for t := q.pending.head; t != nil; t = t.r {
 		ids = append(ids, t.msg.ID)
 	}
 	return ids

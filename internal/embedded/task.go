@@ -1,9 +1,9 @@
 package embedded
 
 import (
-	"container/heap"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -41,11 +41,16 @@ type task struct {
 	// task holds no lock (none asked for, or released).
 	uniqueUntil time.Time
 
-	// in-memory state, not persisted
-	prev, next *task   // pending list
-	set        *aggSet // the aggregation set holding this aggregating task
-	heapIdx    int32   // position in the heap of its state, -1 when in none
-	watched    bool    // WatchTask: completing or archiving sends EventDone
+	// In-memory state, not persisted. l and r link the task into the
+	// structure of its state: for a pending task they are the previous and
+	// next task of the pending list; for a task in a taskTree (active,
+	// scheduled, retry, archived, completed) its left and right children,
+	// with n the size of its subtree. A task is in one structure at most,
+	// so they share the fields.
+	l, r    *task
+	set     *aggSet // the aggregation set holding this aggregating task
+	n       int32
+	watched bool // WatchTask: completing or archiving sends EventDone
 }
 
 // queue holds the indexes of one queue. Every task of the queue is in tasks
@@ -67,11 +72,11 @@ type queue struct {
 
 	tasks     map[string]*task
 	pending   pendingList
-	active    *taskHeap // by lease deadline (task.at, as in every heap)
-	scheduled *taskHeap // by due time
-	retry     *taskHeap // by due time
-	archived  *taskHeap // by archive time
-	completed *taskHeap // by end of retention
+	active    *taskTree // by lease deadline (task.at, as in every tree)
+	scheduled *taskTree // by due time
+	retry     *taskTree // by due time
+	archived  *taskTree // by archive time
+	completed *taskTree // by end of retention
 	groups    map[string]map[string]*task
 	unique    map[string]*task // uniqueness key → task holding the lock
 }
@@ -81,11 +86,11 @@ func newQueue(name string, size int) *queue {
 	return &queue{
 		name:      name,
 		tasks:     make(map[string]*task, size),
-		active:    &taskHeap{},
-		scheduled: &taskHeap{},
-		retry:     &taskHeap{},
-		archived:  &taskHeap{},
-		completed: &taskHeap{},
+		active:    &taskTree{},
+		scheduled: &taskTree{},
+		retry:     &taskTree{},
+		archived:  &taskTree{},
+		completed: &taskTree{},
 		groups:    make(map[string]map[string]*task),
 		unique:    make(map[string]*task),
 		counters:  make(map[uint64]*[2]int64),
@@ -164,9 +169,9 @@ func (q *queue) count(day uint64, kind int, n int64) {
 	c[kind] += n
 }
 
-// heapOf returns the heap that holds tasks of state s, or nil for the states
+// treeOf returns the tree that holds tasks of state s, or nil for the states
 // kept elsewhere (pending, aggregating).
-func (q *queue) heapOf(s base.TaskState) *taskHeap {
+func (q *queue) treeOf(s base.TaskState) *taskTree {
 	switch s {
 	case base.StateActive:
 		return q.active
@@ -196,7 +201,7 @@ func (q *queue) index(t *task) {
 		}
 		g[t.msg.ID] = t
 	default:
-		heap.Push(q.heapOf(t.state), t)
+		q.treeOf(t.state).insert(t)
 	}
 }
 
@@ -216,7 +221,7 @@ func (q *queue) unindex(t *task) {
 			delete(q.groups, t.msg.GroupKey)
 		}
 	default:
-		heap.Remove(q.heapOf(t.state), int(t.heapIdx))
+		q.treeOf(t.state).remove(t)
 	}
 }
 
@@ -265,9 +270,9 @@ func (l *pendingList) appendLoaded(t *task) {
 }
 
 func (l *pendingList) link(t *task) {
-	t.prev, t.next = l.tail, nil
+	t.l, t.r = l.tail, nil
 	if l.tail != nil {
-		l.tail.next = t
+		l.tail.r = t
 	} else {
 		l.head = t
 	}
@@ -279,9 +284,9 @@ func (l *pendingList) link(t *task) {
 func (l *pendingList) pushFront(t *task) {
 	l.front--
 	t.order = l.front
-	t.prev, t.next = nil, l.head
+	t.l, t.r = nil, l.head
 	if l.head != nil {
-		l.head.prev = t
+		l.head.l = t
 	} else {
 		l.tail = t
 	}
@@ -290,105 +295,264 @@ func (l *pendingList) pushFront(t *task) {
 }
 
 func (l *pendingList) remove(t *task) {
-	if t.prev != nil {
-		t.prev.next = t.next
+	if t.l != nil {
+		t.l.r = t.r
 	} else {
-		l.head = t.next
+		l.head = t.r
 	}
-	if t.next != nil {
-		t.next.prev = t.prev
+	if t.r != nil {
+		t.r.l = t.l
 	} else {
-		l.tail = t.prev
+		l.tail = t.l
 	}
-	t.prev, t.next = nil, nil
+	t.l, t.r = nil, nil
 	l.n--
 }
 
-// taskHeap is a min-heap of tasks by task.at, ties broken by sequence
-// number so that the order is total and the same after a reopen.
-type taskHeap struct {
-	items []*task
+// taskTree is an ordered set of tasks by (task.at, seq) with subtree sizes,
+// so that the smallest task, insertion, removal and the task of any rank
+// all cost O(log n): a treap whose nodes are the tasks themselves (task.l,
+// task.r, task.n), with a priority derived from the sequence number. Listing
+// a page of a million tasks costs as little as listing the first page.
+type taskTree struct {
+	root *task
 }
 
-func (h *taskHeap) Len() int           { return len(h.items) }
-func (h *taskHeap) Less(i, j int) bool { return h.cmp(h.items[i], h.items[j]) < 0 }
-
-// cmp orders a and b by at, then by sequence number.
-func (h *taskHeap) cmp(a, b *task) int {
+// cmpTask orders tasks by at, then by sequence number (unique), so that the
+// order is total and the same after a reopen.
+func cmpTask(a, b *task) int {
 	if c := a.at.Compare(b.at); c != 0 {
 		return c
 	}
 	return cmpSeq(a, b)
 }
-func (h *taskHeap) Swap(i, j int) {
-	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.items[i].heapIdx = int32(i)
-	h.items[j].heapIdx = int32(j)
+
+// prio is the treap priority of t: a fixed hash of its sequence number.
+func prio(t *task) uint64 { return (t.seq + 1) * 0x9E3779B97F4A7C15 }
+
+func size(t *task) int32 {
+	if t == nil {
+		return 0
+	}
+	return t.n
 }
 
-// Push implements heap.Interface; use heap.Push.
-func (h *taskHeap) Push(x any) {
-	t := x.(*task)
-	t.heapIdx = int32(len(h.items))
-	h.items = append(h.items, t)
+func (t *task) resize() { t.n = 1 + size(t.l) + size(t.r) }
+
+// Len returns how many tasks the tree holds.
+func (tr *taskTree) Len() int { return int(size(tr.root)) }
+
+// split divides t into the tasks ordered before k and the others.
+func split(t, k *task) (before, after *task) {
+	if t == nil {
+		return nil, nil
+	}
+	if cmpTask(t, k) < 0 {
+		t.r, after = split(t.r, k)
+		t.resize()
+		return t, after
+	}
+	before, t.l = split(t.l, k)
+	t.resize()
+	return before, t
 }
 
-// Pop implements heap.Interface; use heap.Pop.
-func (h *taskHeap) Pop() any {
-	n := len(h.items) - 1
-	t := h.items[n]
-	h.items[n] = nil
-	h.items = h.items[:n]
-	t.heapIdx = -1
+// merge joins a and b, every task of a ordered before every task of b.
+func merge(a, b *task) *task {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case prio(a) > prio(b):
+		a.r = merge(a.r, b)
+		a.resize()
+		return a
+	}
+	b.l = merge(a, b.l)
+	b.resize()
+	return b
+}
+
+func insert(t, x *task) *task {
+	if t == nil {
+		return x
+	}
+	if prio(x) > prio(t) {
+		x.l, x.r = split(t, x)
+		x.resize()
+		return x
+	}
+	if cmpTask(x, t) < 0 {
+		t.l = insert(t.l, x)
+	} else {
+		t.r = insert(t.r, x)
+	}
+	t.resize()
 	return t
 }
 
-// peek returns the smallest task or nil.
-func (h *taskHeap) peek() *task {
-	if len(h.items) == 0 {
+func remove(t, x *task) *task {
+	if t == nil {
 		return nil
 	}
-	return h.items[0]
+	if t == x {
+		m := merge(t.l, t.r)
+		x.l, x.r, x.n = nil, nil, 0
+		return m
+	}
+	if cmpTask(x, t) < 0 {
+		t.l = remove(t.l, x)
+	} else {
+		t.r = remove(t.r, x)
+	}
+	t.resize()
+	return t
 }
 
-// fix restores the heap after the key of t changed.
-func (h *taskHeap) fix(t *task) { heap.Fix(h, int(t.heapIdx)) }
+// insert adds x, which is in no structure.
+func (tr *taskTree) insert(x *task) {
+	x.l, x.r, x.n = nil, nil, 1
+	tr.root = insert(tr.root, x)
+}
 
-// ascending calls f for tasks in key order while f returns true, without
-// changing the heap. It costs O(k log k) for k visited tasks.
-func (h *taskHeap) ascending(f func(*task) bool) {
-	if len(h.items) == 0 {
-		return
+// remove takes x out. x's key (at, seq) must be the one it was inserted
+// with: change t.at only while t is out of its tree.
+func (tr *taskTree) remove(x *task) { tr.root = remove(tr.root, x) }
+
+// min returns the first task, or nil.
+func (tr *taskTree) min() *task {
+	t := tr.root
+	for t != nil && t.l != nil {
+		t = t.l
 	}
-	// A small heap of candidate positions in h.items.
-	c := &idxHeap{h: h, idx: []int{0}}
-	for c.Len() > 0 {
-		i := heap.Pop(c).(int)
-		if !f(h.items[i]) {
+	return t
+}
+
+// contains reports whether x is in the tree (found by its key).
+func (tr *taskTree) contains(x *task) bool {
+	for t := tr.root; t != nil; {
+		switch c := cmpTask(x, t); {
+		case t == x:
+			return true
+		case c < 0:
+			t = t.l
+		default:
+			t = t.r
+		}
+	}
+	return false
+}
+
+// ascending calls f for every task in order while f returns true.
+func (tr *taskTree) ascending(f func(*task) bool) { tr.ascendFrom(0, f) }
+
+// ascendFrom calls f for the tasks from rank k (0 is the first) on, in
+// order, while f returns true: O(log n) to reach rank k.
+func (tr *taskTree) ascendFrom(k int, f func(*task) bool) {
+	var stack []*task // tasks still to visit, the next one on top
+	for t := tr.root; t != nil; {
+		switch ls := int(size(t.l)); {
+		case k < ls:
+			stack = append(stack, t)
+			t = t.l
+		case k == ls:
+			stack = append(stack, t)
+			t = nil
+		default:
+			k -= ls + 1
+			t = t.r
+		}
+	}
+	for len(stack) > 0 {
+		t := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if !f(t) {
 			return
 		}
-		for _, child := range [2]int{2*i + 1, 2*i + 2} {
-			if child < len(h.items) {
-				heap.Push(c, child)
-			}
+		for c := t.r; c != nil; c = c.l {
+			stack = append(stack, c)
 		}
 	}
 }
 
-type idxHeap struct {
-	h   *taskHeap
-	idx []int
+// descendFrom calls f for the tasks from rank k counted from the last (0 is
+// the last) backwards, while f returns true.
+func (tr *taskTree) descendFrom(k int, f func(*task) bool) {
+	var stack []*task
+	for t := tr.root; t != nil; {
+		switch rs := int(size(t.r)); {
+		case k < rs:
+			stack = append(stack, t)
+			t = t.r
+		case k == rs:
+			stack = append(stack, t)
+			t = nil
+		default:
+			k -= rs + 1
+			t = t.l
+		}
+	}
+	for len(stack) > 0 {
+		t := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if !f(t) {
+			return
+		}
+		for c := t.l; c != nil; c = c.r {
+			stack = append(stack, c)
+		}
+	}
 }
 
-func (c *idxHeap) Len() int           { return len(c.idx) }
-func (c *idxHeap) Less(i, j int) bool { return c.h.Less(c.idx[i], c.idx[j]) }
-func (c *idxHeap) Swap(i, j int)      { c.idx[i], c.idx[j] = c.idx[j], c.idx[i] }
-func (c *idxHeap) Push(x any)         { c.idx = append(c.idx, x.(int)) }
-func (c *idxHeap) Pop() any {
-	n := len(c.idx) - 1
-	x := c.idx[n]
-	c.idx = c.idx[:n]
-	return x
+// build replaces the tree with the tasks of sorted (in order, each in no
+// structure), balanced, in O(n). The priorities then do not form a heap,
+// which costs nothing but the treap's balance guarantee for the tasks
+// loaded; later inserts and removals keep the order right either way.
+func (tr *taskTree) build(sorted []*task) {
+	var b func(ts []*task) *task
+	b = func(ts []*task) *task {
+		if len(ts) == 0 {
+			return nil
+		}
+		m := len(ts) / 2
+		t := ts[m]
+		t.l, t.r = b(ts[:m]), b(ts[m+1:])
+		t.resize()
+		return t
+	}
+	tr.root = b(sorted)
+}
+
+// check walks the whole tree and reports the first inconsistency: an order
+// or a size that is wrong. f is called for every task in order.
+func (tr *taskTree) check(f func(*task)) error {
+	var prev *task
+	var walk func(t *task) (int32, error)
+	walk = func(t *task) (int32, error) {
+		if t == nil {
+			return 0, nil
+		}
+		nl, err := walk(t.l)
+		if err != nil {
+			return 0, err
+		}
+		if prev != nil && cmpTask(prev, t) >= 0 {
+			return 0, fmt.Errorf("task %q after %q out of order", t.msg.ID, prev.msg.ID)
+		}
+		prev = t
+		f(t)
+		nr, err := walk(t.r)
+		if err != nil {
+			return 0, err
+		}
+		if t.n != 1+nl+nr {
+			return 0, fmt.Errorf("task %q has size %d, its subtree %d", t.msg.ID, t.n, 1+nl+nr)
+		}
+		return t.n, nil
+	}
+	_, err := walk(tr.root)
+	return err
 }
 
 // cloneMsg returns a deep copy of m, so that callers never share memory with
@@ -409,6 +573,3 @@ func normTime(t time.Time) time.Time {
 	}
 	return time.Unix(t.Unix(), int64(t.Nanosecond()))
 }
-
-// init orders the heap after its items were appended directly (at open).
-func (h *taskHeap) init() { heap.Init(h) }
