@@ -5,7 +5,7 @@
 // How it works, in one paragraph: every task is one record in a bbolt file
 // (PATH/htq.db), keyed by a sequence number and holding the message and all
 // of its state. At open the records are read once and the indexes a queue
-// needs (the pending list, the lease, due-time and retention heaps, the
+// needs (the pending list, the lease, due-time and retention indexes, the
 // uniqueness locks) are rebuilt in memory; from then on every operation runs
 // against memory under one mutex and appends the records it changed to a
 // write batch. One committer goroutine writes each batch as one bbolt
