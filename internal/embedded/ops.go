@@ -254,7 +254,7 @@ func (b *Broker) held(l broker.LeaseRef) (*queue, *task, error) {
 	return nil, nil, fmt.Errorf("%w: task %q of queue %q", base.ErrLeaseLost, l.ID, l.Queue)
 }
 
-// endLease takes an active task out of the active heap and clears its
+// endLease takes an active task out of the active index and clears its
 // lease. The caller holds b.mu.
 func endLease(q *queue, t *task) {
 	q.unindex(t)

@@ -12,7 +12,7 @@ import (
 )
 
 // task is one task as the broker holds it in memory. Its persistent fields
-// are exactly what encodeTask writes; the links and heap index are rebuilt
+// are exactly what encodeTask writes; the links and subtree size are rebuilt
 // at open.
 type task struct {
 	seq   uint64 // record key in the tasks bucket, fixed for the task's life
