@@ -69,7 +69,7 @@ func jsonError(err error) error {
 		tooBig    *http.MaxBytesError
 		syntax    *json.SyntaxError
 		typeErr   *json.UnmarshalTypeError
-		badInvald *json.InvalidUnmarshalError
+		badTarget *json.InvalidUnmarshalError
 	)
 	switch {
 	case errors.As(err, &tooBig):
@@ -86,7 +86,7 @@ func jsonError(err error) error {
 			field = "(the body)"
 		}
 		return invalid(fmt.Sprintf("request body: field %s: want %s, got JSON %s", field, typeErr.Type, typeErr.Value))
-	case errors.As(err, &badInvald):
+	case errors.As(err, &badTarget):
 		return err
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return invalid("request body: " + strings.TrimPrefix(err.Error(), "json: "))
@@ -152,7 +152,7 @@ func seconds(what string, s float64) (time.Duration, error) {
 	return time.Duration(s * float64(time.Second)), nil
 }
 
-// rawOrBase64 returns data as JSON: the bytes themselves when they are
+// rawJSON returns data as JSON: the bytes themselves when they are
 // valid JSON, else nil with the bytes base64-encoded by the caller.
 func rawJSON(data []byte) (json.RawMessage, bool) {
 	if len(data) == 0 || !json.Valid(data) {
