@@ -172,3 +172,63 @@ func TestSalvage(t *testing.T) {
 		t.Fatalf("Fetch from the salvaged directory: %d tasks, %v; want %d", len(ls), err, rep.Tasks)
 	}
 }
+
+// TestSalvageCompacts: on a healthy directory Salvage copies everything
+// (tasks, settings, counters, meta records) into a file as small as the
+// live data.
+func TestSalvageCompacts(t *testing.T) {
+	src := t.TempDir()
+	ctx := t.Context()
+	fillDir(t, src, 20000)
+	b, err := Open(ctx, src, Options{Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.DeleteAll(ctx, "q", base.StatePending, ""); err != nil {
+		t.Fatal(err)
+	}
+	kept := broker.EnqueueParams{Msg: &base.TaskMessage{ID: "kept", Type: "x", Queue: "q"}}
+	if err := b.Enqueue(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	ls, _ := b.Fetch(ctx, broker.FetchParams{Queue: "q", Max: 1, LeaseDuration: time.Minute})
+	b.Complete(ctx, []broker.LeaseRef{ls[0].Ref()})
+	if err := b.Enqueue(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetQueueSettings(ctx, "q", broker.QueueSettings{MaxConcurrency: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutMeta(ctx, "token", []byte("secret")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "compact")
+	rep, err := Salvage(ctx, src, dst)
+	if err != nil || rep.Tasks != 1 || rep.DamagedRanges != 0 || len(rep.Lost) != 0 {
+		t.Fatalf("Salvage: %+v, %v", rep, err)
+	}
+	before, _ := os.Stat(filepath.Join(src, DataFileName))
+	after, _ := os.Stat(filepath.Join(dst, DataFileName))
+	t.Logf("file %d bytes, compacted copy %d bytes", before.Size(), after.Size())
+	if after.Size() >= before.Size()/4 {
+		t.Errorf("the copy (%d bytes) is not much smaller than the original (%d)", after.Size(), before.Size())
+	}
+	c, err := Open(ctx, dst, Options{Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.QueueStats(ctx, "q")
+	if err != nil || st.Pending != 1 || st.Settings.MaxConcurrency != 3 || st.ProcessedTotal != 1 {
+		t.Fatalf("copy: %+v, %v", st, err)
+	}
+	if v, err := c.GetMeta(ctx, "token"); err != nil || string(v) != "secret" {
+		t.Fatalf("meta record: %q, %v", v, err)
+	}
+	if err := c.CheckInvariants(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

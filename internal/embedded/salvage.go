@@ -21,14 +21,19 @@ type SalvageReport struct {
 	// DamagedRanges is how many runs of unreadable pages were skipped; the
 	// tasks on them are lost.
 	DamagedRanges int
+	// Lost names the other buckets (queue settings, counters, meta records,
+	// scheduler claims) that could not be read and were not copied.
+	Lost []string
 }
 
 // Salvage is the way back from a data file Open refuses as corrupt: it
-// copies every task record that can still be read from the data directory
-// src into the new data directory dst (created; it must not hold a data file
-// yet), skipping damaged pages and records that do not decode. Then replace
-// src with dst. Tasks that were on damaged pages are lost; counters are not
-// copied. Neither directory may be open.
+// copies everything that can still be read from the data directory src
+// (tasks, queue settings, counters, meta records, scheduler claims) into the
+// new data directory dst (created; it must not hold a data file yet),
+// skipping damaged pages and records that do not decode. Then replace src
+// with dst. Tasks that were on damaged pages are lost. Neither directory may
+// be open. On a healthy directory it is an offline compaction: the copy is
+// as small as the live data, whatever backlog the original once held.
 func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
 	var rep SalvageReport
 	srcFile := filepath.Join(src, DataFileName)
@@ -75,6 +80,41 @@ func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
 			b = newBatch()
 			return err
 		}
+		// The small buckets first, each whole or not at all.
+		listed := make(map[string]bool)
+		for _, name := range [][]byte{bucketQueues, bucketStats, bucketKV, bucketClaims} {
+			kv := make(map[string][]byte)
+			err := in.guard(func() error {
+				bk := tx.Bucket(name)
+				if bk == nil {
+					return nil
+				}
+				return bk.ForEach(func(k, v []byte) error {
+					kv[string(k)] = append([]byte(nil), v...)
+					return nil
+				})
+			})
+			if err != nil {
+				rep.Lost = append(rep.Lost, string(name))
+				continue
+			}
+			for k, v := range kv {
+				switch string(name) {
+				case string(bucketQueues):
+					b.queues[k] = v
+					listed[k] = true
+				case string(bucketStats):
+					if key, ok := parseStatKey([]byte(k)); ok && len(v) == 8 {
+						b.stats[key] = binary.BigEndian.Uint64(v)
+					}
+				case string(bucketKV):
+					b.kv[k] = v
+				case string(bucketClaims):
+					b.claims[k] = v
+				}
+			}
+		}
+		var flushErr error
 		// Walk records in key order. When a page cannot be read, find the
 		// smallest key past the damage from which a seek works again.
 		next := uint64(0)
@@ -89,11 +129,20 @@ func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
 					return
 				}
 				b.tasks[seq] = append([]byte(nil), rec...)
-				b.queues[t.msg.Queue] = []byte{flagListed}
+				if !listed[t.msg.Queue] {
+					listed[t.msg.Queue] = true
+					b.queues[t.msg.Queue] = []byte{flagListed}
+				}
 				rep.Tasks++
+				if len(b.tasks) >= 10_000 && flushErr == nil {
+					flushErr = flush()
+				}
 			})
 			if ferr := flush(); ferr != nil {
 				return ferr
+			}
+			if flushErr != nil {
+				return flushErr
 			}
 			if err == nil {
 				return nil // the end
