@@ -1,0 +1,3 @@
+module github.com/htqueue/htq/bench/serve
+
+go 1.26.0

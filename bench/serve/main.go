@@ -1,0 +1,583 @@
+// Command servebench measures `htq serve` over loopback HTTP: enqueue
+// through the native API (single tasks on keep-alive connections, and
+// batches) and URL dispatch to a fast local target. It starts everything it
+// measures (a private redis-server on a free loopback port, or an embedded
+// store in a temporary directory; the htq binary given by -htq; the target)
+// and stops it again, and prints one JSON line per scenario run, in the
+// shape of the shared peer harness (scenario, impl, run, metric, value, …).
+//
+//	servebench -htq ./bin/htq -backend redis -run 1
+//	servebench -summarize results.jsonl
+//
+// Every scenario is bounded in count (-n…) and in time (-max-duration).
+// Only loopback addresses are used.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type config struct {
+	htqBin, backend, redisBin, scenarios, label string
+	run                                         int
+	nSingle, conns                              int
+	nBatch, batch, batchConns                   int
+	nDispatch, dispatchConc                     int
+	payload                                     int
+	maxDuration                                 time.Duration
+	serveLog                                    string
+}
+
+func main() {
+	var c config
+	var summarize string
+	flag.StringVar(&c.htqBin, "htq", "", "path of the htq binary to measure (required)")
+	flag.StringVar(&c.backend, "backend", "redis", "storage: redis (a private redis-server) or file (embedded, temp dir)")
+	flag.StringVar(&c.redisBin, "redis-server", "redis-server", "redis-server binary")
+	flag.StringVar(&c.scenarios, "scenario", "enqueue,batch,dispatch", "comma list of scenarios: enqueue, batch, dispatch")
+	flag.StringVar(&c.label, "label", "", "label copied into every JSON line")
+	flag.IntVar(&c.run, "run", 1, "run number copied into every JSON line")
+	flag.IntVar(&c.nSingle, "n-enqueue", 100000, "single-task enqueues to time (after 2,000 of warm-up)")
+	flag.IntVar(&c.conns, "conns", 32, "keep-alive connections of the single-enqueue scenario")
+	flag.IntVar(&c.nBatch, "n-batch", 300000, "tasks to enqueue in the batch scenario")
+	flag.IntVar(&c.batch, "batch", 1000, "tasks per batch request")
+	flag.IntVar(&c.batchConns, "batch-conns", 4, "connections of the batch scenario")
+	flag.IntVar(&c.nDispatch, "n-dispatch", 30000, "URL tasks of the dispatch scenario")
+	flag.IntVar(&c.dispatchConc, "dispatch-concurrency", 100, "htq serve --concurrency in the dispatch scenario")
+	flag.IntVar(&c.payload, "payload", 100, "bytes of payload per task")
+	flag.DurationVar(&c.maxDuration, "max-duration", 90*time.Second, "bound of each scenario's timed part")
+	flag.StringVar(&c.serveLog, "serve-log", "", "file for htq serve's standard error (default: discarded)")
+	flag.StringVar(&summarize, "summarize", "", "print the medians of a JSON-lines file as a Markdown table and exit")
+	flag.Parse()
+	if summarize != "" {
+		if err := printSummary(summarize, os.Stdout); err != nil {
+			fatal("%v", err)
+		}
+		return
+	}
+	if c.htqBin == "" {
+		fatal("-htq is required (build it with: go build -o bench/serve/bin/htq ./cmd/htq)")
+	}
+	if c.backend != "redis" && c.backend != "file" {
+		fatal("-backend %q: want redis or file", c.backend)
+	}
+	for _, s := range strings.Split(c.scenarios, ",") {
+		var err error
+		switch strings.TrimSpace(s) {
+		case "enqueue":
+			err = withService(c, 0, func(sv *service) error { return scenarioEnqueue(c, sv) })
+		case "batch":
+			err = withService(c, 0, func(sv *service) error { return scenarioBatch(c, sv) })
+		case "dispatch":
+			err = withService(c, c.dispatchConc, func(sv *service) error { return scenarioDispatch(c, sv) })
+		default:
+			err = fmt.Errorf("unknown scenario %q", s)
+		}
+		if err != nil {
+			fatal("%s: %v", s, err)
+		}
+	}
+}
+
+func fatal(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "servebench: "+format+"\n", a...)
+	os.Exit(1)
+}
+
+// emit prints one JSON line.
+func emit(c config, scenario string, fields map[string]any) {
+	rec := map[string]any{
+		"scenario": scenario, "impl": "htq-serve", "backend": c.backend,
+		"label": c.label, "run": c.run,
+		"go_version": runtime.Version(), "gomaxprocs": runtime.GOMAXPROCS(0), "cpus": runtime.NumCPU(),
+		"time": time.Now().UTC().Format(time.RFC3339),
+	}
+	for k, v := range fields {
+		rec[k] = v
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		fatal("json: %v", err)
+	}
+	os.Stdout.Write(append(b, '\n'))
+}
+
+const token = "servebench-token-0123456789"
+
+// service is a running htq serve with its storage.
+type service struct {
+	base    string
+	hc      *http.Client
+	stop    func()
+	backend string
+}
+
+// withService starts storage and htq serve (with the given dispatch
+// concurrency, 0 for the default), runs fn, and stops both.
+func withService(c config, concurrency int, fn func(*service) error) error {
+	dir, err := os.MkdirTemp("", "servebench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var broker string
+	var stops []func()
+	defer func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}()
+	switch c.backend {
+	case "redis":
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		rs := exec.Command(c.redisBin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", dir, "--daemonize", "no", "--loglevel", "warning")
+		if err := rs.Start(); err != nil {
+			return fmt.Errorf("start redis-server: %w", err)
+		}
+		stops = append(stops, func() { _ = rs.Process.Kill(); _ = rs.Wait() })
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if err := waitTCP(addr, 5*time.Second); err != nil {
+			return err
+		}
+		broker = "redis://" + addr + "/0"
+	case "file":
+		broker = "file:" + filepath.Join(dir, "data")
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	args := []string{"serve", "--addr", addr, "--broker", broker, "--token", token,
+		"--allow-targets", "127.0.0.0/8", "--log-level", "warn"}
+	if concurrency > 0 {
+		args = append(args, "--concurrency", strconv.Itoa(concurrency))
+	}
+	cmd := exec.Command(c.htqBin, args...)
+	cmd.Stdout = io.Discard
+	if c.serveLog != "" {
+		f, err := os.OpenFile(c.serveLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cmd.Stderr = f
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start htq serve: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stops = append(stops, func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	sv := &service{base: "http://" + addr, backend: c.backend, hc: &http.Client{
+		Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64, DisableCompression: true},
+		Timeout:   60 * time.Second,
+	}}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("htq serve exited at start: %v (use -serve-log to see why)", err)
+		default:
+		}
+		resp, err := sv.hc.Get(sv.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("htq serve not ready after 20 s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fn(sv)
+}
+
+// call sends one JSON request and checks the status.
+func (sv *service) call(hc *http.Client, method, path string, body []byte, want int, out any) error {
+	req, err := http.NewRequest(method, sv.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: status %d: %.300s", method, path, resp.StatusCode, data)
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func (sv *service) createQueue(name, mode string) error {
+	body, _ := json.Marshal(map[string]any{"name": name, "mode": mode})
+	return sv.call(sv.hc, "POST", "/v1/queues", body, http.StatusCreated, nil)
+}
+
+// queueSize reads a queue's task count.
+func (sv *service) queueSize(name string) (int, error) {
+	var q struct {
+		Stats struct {
+			Size int `json:"size"`
+		} `json:"stats"`
+	}
+	if err := sv.call(sv.hc, "GET", "/v1/queues/"+name, nil, http.StatusOK, &q); err != nil {
+		return 0, err
+	}
+	return q.Stats.Size, nil
+}
+
+// typedTask is a task spec with a payload of about size bytes.
+func typedTask(size, i int) map[string]any {
+	pad := strings.Repeat("x", max(0, size-24))
+	return map[string]any{"type": "bench", "payload": map[string]any{"i": i, "d": pad}}
+}
+
+// scenarioEnqueue: single-task enqueues from c.conns goroutines, each on
+// its own keep-alive connection.
+func scenarioEnqueue(c config, sv *service) error {
+	const q = "bench-single"
+	if err := sv.createQueue(q, "pull"); err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.conns, MaxConnsPerHost: c.conns, DisableCompression: true}, Timeout: 30 * time.Second}
+	bodies := make([][]byte, 64)
+	for i := range bodies {
+		bodies[i], _ = json.Marshal(typedTask(c.payload, i))
+	}
+	phase := func(n int) (time.Duration, []time.Duration, error) {
+		var next atomic.Int64
+		lat := make([][]time.Duration, c.conns)
+		errs := make(chan error, c.conns)
+		ctx, cancel := context.WithTimeout(context.Background(), c.maxDuration)
+		defer cancel()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for g := 0; g < c.conns; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					i := next.Add(1)
+					if i > int64(n) {
+						return
+					}
+					t0 := time.Now()
+					if err := sv.call(hc, "POST", "/v1/queues/"+q+"/tasks", bodies[i%64], http.StatusCreated, nil); err != nil {
+						errs <- err
+						return
+					}
+					lat[g] = append(lat[g], time.Since(t0))
+				}
+			}(g)
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		close(errs)
+		if err := <-errs; err != nil {
+			return 0, nil, err
+		}
+		var all []time.Duration
+		for _, l := range lat {
+			all = append(all, l...)
+		}
+		return elapsed, all, nil
+	}
+	if _, _, err := phase(2000); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	elapsed, lat, err := phase(c.nSingle)
+	if err != nil {
+		return err
+	}
+	done := len(lat)
+	p50, p99 := percentiles(lat)
+	emit(c, "serve-enqueue", map[string]any{
+		"metric": "requests_per_s", "value": round(float64(done) / elapsed.Seconds()),
+		"n": done, "conns": c.conns, "payload": c.payload, "seconds": round(elapsed.Seconds()),
+		"truncated": done < c.nSingle, "p50_ms": p50, "p99_ms": p99,
+	})
+	return nil
+}
+
+// scenarioBatch: batches of c.batch tasks from c.batchConns connections.
+func scenarioBatch(c config, sv *service) error {
+	const q = "bench-batch"
+	if err := sv.createQueue(q, "pull"); err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.batchConns, MaxConnsPerHost: c.batchConns, DisableCompression: true}, Timeout: 60 * time.Second}
+	tasks := make([]map[string]any, c.batch)
+	for i := range tasks {
+		tasks[i] = typedTask(c.payload, i)
+	}
+	body, _ := json.Marshal(map[string]any{"tasks": tasks})
+	phase := func(calls int) (time.Duration, int, []time.Duration, error) {
+		var next atomic.Int64
+		var mu sync.Mutex
+		var lat []time.Duration
+		errs := make(chan error, c.batchConns)
+		ctx, cancel := context.WithTimeout(context.Background(), c.maxDuration)
+		defer cancel()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for g := 0; g < c.batchConns; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					if next.Add(1) > int64(calls) {
+						return
+					}
+					t0 := time.Now()
+					var resp struct {
+						Enqueued int `json:"enqueued"`
+					}
+					if err := sv.call(hc, "POST", "/v1/queues/"+q+"/tasks/batch", body, http.StatusCreated, &resp); err != nil {
+						errs <- err
+						return
+					}
+					if resp.Enqueued != c.batch {
+						errs <- fmt.Errorf("batch enqueued %d of %d", resp.Enqueued, c.batch)
+						return
+					}
+					mu.Lock()
+					lat = append(lat, time.Since(t0))
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		close(errs)
+		if err := <-errs; err != nil {
+			return 0, 0, nil, err
+		}
+		return elapsed, len(lat) * c.batch, lat, nil
+	}
+	if _, _, _, err := phase(3); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	elapsed, n, lat, err := phase(max(1, c.nBatch/c.batch))
+	if err != nil {
+		return err
+	}
+	p50, p99 := percentiles(lat)
+	emit(c, "serve-enqueue-batch", map[string]any{
+		"metric": "tasks_per_s", "value": round(float64(n) / elapsed.Seconds()),
+		"n": n, "batch": c.batch, "conns": c.batchConns, "payload": c.payload, "seconds": round(elapsed.Seconds()),
+		"truncated": n < c.nBatch/c.batch*c.batch, "call_p50_ms": p50, "call_p99_ms": p99,
+	})
+	return nil
+}
+
+// scenarioDispatch: n URL tasks wait in a paused queue; the queue is
+// resumed and the time until the target has answered all of them (and the
+// queue is empty) is measured.
+func scenarioDispatch(c config, sv *service) error {
+	const q = "bench-dispatch"
+	var hits atomic.Int64
+	allHit := make(chan time.Time, 1)
+	n := int64(c.nDispatch)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	target := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ok")
+		if hits.Add(1) == n {
+			allHit <- time.Now()
+		}
+	})}
+	go func() { _ = target.Serve(ln) }()
+	defer target.Close()
+	url := "http://" + ln.Addr().String() + "/hook"
+
+	if err := sv.createQueue(q, "timing"); err != nil {
+		return err
+	}
+	if err := sv.call(sv.hc, "POST", "/v1/queues/"+q+"/pause", nil, http.StatusNoContent, nil); err != nil {
+		return err
+	}
+	pad := strings.Repeat("x", max(0, c.payload-12))
+	for sent := 0; sent < c.nDispatch; {
+		k := min(1000, c.nDispatch-sent)
+		tasks := make([]map[string]any, k)
+		for i := range tasks {
+			tasks[i] = map[string]any{"url": url, "body": `{"d":"` + pad + `"}`}
+		}
+		body, _ := json.Marshal(map[string]any{"tasks": tasks})
+		if err := sv.call(sv.hc, "POST", "/v1/queues/"+q+"/tasks/batch", body, http.StatusCreated, nil); err != nil {
+			return fmt.Errorf("preload: %w", err)
+		}
+		sent += k
+	}
+	start := time.Now()
+	if err := sv.call(sv.hc, "POST", "/v1/queues/"+q+"/resume", nil, http.StatusNoContent, nil); err != nil {
+		return err
+	}
+	var last time.Time
+	select {
+	case last = <-allHit:
+	case <-time.After(c.maxDuration):
+	}
+	got := hits.Load()
+	elapsed := time.Since(start)
+	if !last.IsZero() {
+		elapsed = last.Sub(start)
+	}
+	// The outcomes are written after the answers: wait for the queue to
+	// empty (completed tasks are deleted) and time that too.
+	var drained time.Duration
+	for deadline := time.Now().Add(c.maxDuration); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		size, err := sv.queueSize(q)
+		if err != nil {
+			return err
+		}
+		if size == 0 {
+			drained = time.Since(start)
+			break
+		}
+	}
+	emit(c, "serve-dispatch", map[string]any{
+		"metric": "requests_per_s", "value": round(float64(got) / elapsed.Seconds()),
+		"n": got, "concurrency": c.dispatchConc, "payload": c.payload, "seconds": round(elapsed.Seconds()),
+		"truncated": got < n, "completed_per_s": round(float64(got) / drained.Seconds()), "drained_s": round(drained.Seconds()),
+	})
+	return nil
+}
+
+func percentiles(d []time.Duration) (p50, p99 float64) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	at := func(p float64) float64 {
+		return round(float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000)
+	}
+	return at(0.50), at(0.99)
+}
+
+func round(f float64) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'f', 3, 64), 64)
+	return v
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitTCP(addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not listening after %v: %w", addr, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// printSummary prints the median value of each scenario and backend.
+func printSummary(path string, w io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	type key struct{ scenario, backend, metric string }
+	vals := map[key][]float64{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var rec struct {
+			Scenario string  `json:"scenario"`
+			Backend  string  `json:"backend"`
+			Metric   string  `json:"metric"`
+			Value    float64 `json:"value"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		k := key{rec.Scenario, rec.Backend, rec.Metric}
+		vals[k] = append(vals[k], rec.Value)
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if len(vals) == 0 {
+		return errors.New("no results")
+	}
+	keys := make([]key, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].scenario != keys[j].scenario {
+			return keys[i].scenario < keys[j].scenario
+		}
+		return keys[i].backend < keys[j].backend
+	})
+	fmt.Fprintln(w, "| scenario | backend | metric | median | runs (min-max) |")
+	fmt.Fprintln(w, "|---|---|---|---:|---|")
+	for _, k := range keys {
+		v := vals[k]
+		sort.Float64s(v)
+		fmt.Fprintf(w, "| %s | %s | %s | %.0f | %d (%.0f-%.0f) |\n", k.scenario, k.backend, k.metric, v[len(v)/2], len(v), v[0], v[len(v)-1])
+	}
+	return nil
+}

@@ -1,0 +1,10 @@
+// Command htq is the htq task-queue service and its command line:
+// `htq serve` runs the HTTP API, the URL-task dispatcher and the schedule
+// runner (see docs/configuration.md); `htq version` prints the version.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/htqueue/htq/internal/service"
+	"github.com/spf13/pflag"
+)
+
+// A setting is one configuration value of `htq serve`, reachable as a
+// flag, an environment variable and a config-file key. The table below is
+// the single list of them; docs/configuration.md mirrors it (a test checks
+// that every setting is documented).
+type setting struct {
+	flag  string // --flag
+	env   string // HTQ_…
+	key   string // key in the TOML file
+	kind  kind
+	def   string // default, in the flag's text form
+	usage string
+	// apply stores the parsed value in the options being built.
+	apply func(o *serveOptions, v value) error
+}
+
+// kind is the type of a setting's value.
+type kind string
+
+const (
+	kindString   kind = "string"
+	kindInt      kind = "int"
+	kindDuration kind = "duration"
+	kindList     kind = "list"
+)
+
+// value is a setting's value in text form with where it came from, for
+// error messages.
+type value struct {
+	text   string
+	source string // "--addr", "HTQ_ADDR", "config file key addr", "default"
+}
+
+// serveOptions is everything `htq serve` is configured with.
+type serveOptions struct {
+	cfg       service.Config
+	logLevel  slog.Level
+	logFormat string
+}
+
+func (v value) int() (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v.text))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %q is not a whole number", v.source, v.text)
+	}
+	return n, nil
+}
+
+func (v value) duration() (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v.text))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %q is not a duration (write e.g. 500ms, 30s, 5m)", v.source, v.text)
+	}
+	return d, nil
+}
+
+func (v value) list() []string {
+	var out []string
+	for _, s := range strings.Split(v.text, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// settings lists every setting of `htq serve`.
+var settings = []setting{
+	{flag: "addr", env: "HTQ_ADDR", key: "addr", kind: kindString, def: service.DefaultAddr,
+		usage: "TCP address the HTTP API listens on",
+		apply: func(o *serveOptions, v value) error { o.cfg.Addr = v.text; return nil }},
+	{flag: "broker", env: "HTQ_BROKER", key: "broker", kind: kindString, def: service.DefaultBroker,
+		usage: "storage URL: file:DIR (embedded, one process), redis://host:port/db, rediss://, redis-sentinel://, redis-cluster://",
+		apply: func(o *serveOptions, v value) error { o.cfg.Broker = v.text; return nil }},
+	{flag: "token", env: "HTQ_TOKEN", key: "token", kind: kindString,
+		usage: "API token (Authorization: Bearer …); unset: generated on the first start and stored with the data",
+		apply: func(o *serveOptions, v value) error { o.cfg.Token = v.text; return nil }},
+	{flag: "htq-app-key", env: "HTQ_APP_KEY", key: "htq_app_key", kind: kindString,
+		usage: "app_key of the HTQ-compatible /api endpoints (unset: they refuse every call)",
+		apply: func(o *serveOptions, v value) error { o.cfg.HTQAppKey = v.text; return nil }},
+	{flag: "htq-app-token", env: "HTQ_APP_TOKEN", key: "htq_app_token", kind: kindString,
+		usage: "app_token of the HTQ-compatible /api endpoints",
+		apply: func(o *serveOptions, v value) error { o.cfg.HTQAppToken = v.text; return nil }},
+	{flag: "signing-secrets", env: "HTQ_SIGNING_SECRETS", key: "signing_secrets", kind: kindList,
+		usage: "webhook signing secrets, whsec_… (comma list; two during a rotation, current first); unset: generated and stored",
+		apply: func(o *serveOptions, v value) error { o.cfg.SigningSecrets = v.list(); return nil }},
+	{flag: "allow-targets", env: "HTQ_ALLOW_TARGETS", key: "allow_targets", kind: kindList,
+		usage: "comma list of CIDRs, IPs, host names or *.domain wildcards URL tasks may reach although not public (e.g. 127.0.0.0/8)",
+		apply: func(o *serveOptions, v value) error { o.cfg.AllowTargets = v.list(); return nil }},
+	{flag: "tz", env: "HTQ_TZ", key: "tz", kind: kindString, def: service.DefaultTimeZone,
+		usage: "time zone of HTQ's execute_time and of cron schedules (IANA name, UTC or Local)",
+		apply: func(o *serveOptions, v value) error { o.cfg.TimeZone = v.text; return nil }},
+	{flag: "concurrency", env: "HTQ_CONCURRENCY", key: "concurrency", kind: kindInt, def: strconv.Itoa(service.DefaultConcurrency),
+		usage: "URL tasks the dispatcher runs at once",
+		apply: func(o *serveOptions, v value) (err error) {
+			o.cfg.Concurrency, err = v.int()
+			if err == nil && o.cfg.Concurrency <= 0 {
+				err = fmt.Errorf("%s: %d is not a positive number", v.source, o.cfg.Concurrency)
+			}
+			return err
+		}},
+	{flag: "dispatch-timeout", env: "HTQ_DISPATCH_TIMEOUT", key: "dispatch_timeout", kind: kindDuration, def: service.DefaultDispatchTimeout.String(),
+		usage: "request timeout of a URL task whose task and queue set none",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.DispatchTimeout, err = positive(v); return err }},
+	{flag: "max-body-bytes", env: "HTQ_MAX_BODY_BYTES", key: "max_body_bytes", kind: kindInt, def: strconv.Itoa(service.DefaultMaxBodyBytes),
+		usage: "largest API request body in bytes (larger: 413)",
+		apply: func(o *serveOptions, v value) error {
+			n, err := v.int()
+			if err == nil && n <= 0 {
+				err = fmt.Errorf("%s: %d is not a positive number", v.source, n)
+			}
+			o.cfg.MaxBodyBytes = int64(n)
+			return err
+		}},
+	{flag: "shutdown-timeout", env: "HTQ_SHUTDOWN_TIMEOUT", key: "shutdown_timeout", kind: kindDuration, def: service.DefaultShutdownTimeout.String(),
+		usage: "how long SIGTERM waits for running dispatches before sending them back to pending",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.ShutdownTimeout, err = positive(v); return err }},
+	{flag: "queue-refresh-interval", env: "HTQ_QUEUE_REFRESH_INTERVAL", key: "queue_refresh_interval", kind: kindDuration, def: service.DefaultQueueRefreshInterval.String(),
+		usage: "how often the dispatcher re-reads the list of URL queues (new queues are also seen through storage events)",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.QueueRefreshInterval, err = positive(v); return err }},
+	{flag: "schedule-reload-interval", env: "HTQ_SCHEDULE_RELOAD_INTERVAL", key: "schedule_reload_interval", kind: kindDuration, def: service.DefaultScheduleReloadInterval.String(),
+		usage: "how often the stored schedules are re-read (changes through this process apply at once)",
+		apply: func(o *serveOptions, v value) (err error) {
+			o.cfg.ScheduleReloadInterval, err = positive(v)
+			return err
+		}},
+	{flag: "read-header-timeout", env: "HTQ_READ_HEADER_TIMEOUT", key: "read_header_timeout", kind: kindDuration, def: service.DefaultReadHeaderTimeout.String(),
+		usage: "HTTP server: time to read a request's headers",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.ReadHeaderTimeout, err = positive(v); return err }},
+	{flag: "read-timeout", env: "HTQ_READ_TIMEOUT", key: "read_timeout", kind: kindDuration, def: service.DefaultReadTimeout.String(),
+		usage: "HTTP server: time to read a whole request",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.ReadTimeout, err = positive(v); return err }},
+	{flag: "write-timeout", env: "HTQ_WRITE_TIMEOUT", key: "write_timeout", kind: kindDuration, def: service.DefaultWriteTimeout.String(),
+		usage: "HTTP server: time to answer a request (more than the 30 s long poll of /v1/fetch)",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.WriteTimeout, err = positive(v); return err }},
+	{flag: "idle-timeout", env: "HTQ_IDLE_TIMEOUT", key: "idle_timeout", kind: kindDuration, def: service.DefaultIdleTimeout.String(),
+		usage: "HTTP server: how long an idle keep-alive connection is kept",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.IdleTimeout, err = positive(v); return err }},
+	{flag: "log-level", env: "HTQ_LOG_LEVEL", key: "log_level", kind: kindString, def: "info",
+		usage: "debug, info, warn or error",
+		apply: func(o *serveOptions, v value) error {
+			if err := o.logLevel.UnmarshalText([]byte(strings.TrimSpace(v.text))); err != nil {
+				return fmt.Errorf("%s: %q is not a log level (debug, info, warn, error)", v.source, v.text)
+			}
+			return nil
+		}},
+	{flag: "log-format", env: "HTQ_LOG_FORMAT", key: "log_format", kind: kindString, def: "text",
+		usage: "text or json (logs go to standard error)",
+		apply: func(o *serveOptions, v value) error {
+			switch f := strings.TrimSpace(v.text); f {
+			case "text", "json":
+				o.logFormat = f
+				return nil
+			}
+			return fmt.Errorf("%s: %q is not a log format (text, json)", v.source, v.text)
+		}},
+}
+
+func positive(v value) (time.Duration, error) {
+	d, err := v.duration()
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("%s: %v is not a positive duration", v.source, d)
+	}
+	return d, err
+}
+
+// settingValue is a pflag.Value that keeps a setting's text and shows its
+// kind in the help.
+type settingValue struct {
+	text string
+	kind kind
+}
+
+func (v *settingValue) String() string     { return v.text }
+func (v *settingValue) Set(s string) error { v.text = s; return nil }
+func (v *settingValue) Type() string       { return string(v.kind) }
+
+// addSettingFlags defines one flag per setting on fs.
+func addSettingFlags(fs *pflag.FlagSet) {
+	for _, s := range settings {
+		usage := s.usage + " (env " + s.env + ")"
+		fs.Var(&settingValue{text: s.def, kind: s.kind}, s.flag, usage)
+	}
+}
+
+// fileSettings reads a TOML config file into text values by key. A key
+// that is not a setting is an error naming it.
+func fileSettings(path string) (map[string]value, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	return parseFileSettings(path, data)
+}
+
+func parseFileSettings(path string, data []byte) (map[string]value, error) {
+	// The file is decoded into a struct with one toml.Primitive field per
+	// setting, so every key that is not a setting stays undecoded and
+	// MetaData.Undecoded names it; each setting's value is decoded after.
+	fields := make([]reflect.StructField, len(settings))
+	for i, s := range settings {
+		fields[i] = reflect.StructField{Name: "F" + strconv.Itoa(i), Type: reflect.TypeFor[toml.Primitive](),
+			Tag: reflect.StructTag(`toml:"` + s.key + `"`)}
+	}
+	dst := reflect.New(reflect.StructOf(fields))
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(dst.Interface())
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	out := make(map[string]value)
+	for i, s := range settings {
+		if !md.IsDefined(s.key) {
+			continue
+		}
+		var v any
+		if err := md.PrimitiveDecode(dst.Elem().Field(i).Interface().(toml.Primitive), &v); err != nil {
+			return nil, fmt.Errorf("config file %s: key %s: %w", path, s.key, err)
+		}
+		text, err := fileText(s, v)
+		if err != nil {
+			return nil, fmt.Errorf("config file %s: key %s: %w", path, s.key, err)
+		}
+		out[s.key] = value{text: text, source: fmt.Sprintf("config file %s, key %s", path, s.key)}
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return nil, fmt.Errorf("config file %s: unknown key(s) %s (every key is listed in docs/configuration.md)", path, strings.Join(keys, ", "))
+	}
+	return out, nil
+}
+
+// fileText turns a TOML value into the setting's text form.
+func fileText(s setting, v any) (string, error) {
+	switch s.kind {
+	case kindString, kindDuration:
+		str, ok := v.(string)
+		if !ok {
+			if s.kind == kindDuration {
+				return "", fmt.Errorf("want a duration in quotes, such as \"30s\", not %T %v", v, v)
+			}
+			return "", fmt.Errorf("want a string in quotes, not %T %v", v, v)
+		}
+		return str, nil
+	case kindInt:
+		n, ok := v.(int64)
+		if !ok {
+			return "", fmt.Errorf("want a whole number, not %T %v", v, v)
+		}
+		return strconv.FormatInt(n, 10), nil
+	case kindList:
+		switch l := v.(type) {
+		case string:
+			return l, nil
+		case []any:
+			parts := make([]string, len(l))
+			for i, e := range l {
+				str, ok := e.(string)
+				if !ok {
+					return "", fmt.Errorf("want a list of strings; element %d is %T %v", i, e, e)
+				}
+				if strings.Contains(str, ",") {
+					return "", fmt.Errorf("element %d %q contains a comma", i, str)
+				}
+				parts[i] = str
+			}
+			return strings.Join(parts, ","), nil
+		}
+		return "", fmt.Errorf("want a list of strings, not %T %v", v, v)
+	}
+	return "", errors.New("unknown setting kind")
+}
+
+// resolve builds the options of `htq serve` from the flags that were set,
+// the environment, the config file (flag --config or HTQ_CONFIG) and the
+// defaults, in that order of precedence.
+func resolve(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*serveOptions, error) {
+	var file map[string]value
+	path, _ := fs.GetString("config")
+	if !fs.Changed("config") {
+		if p, ok := lookupEnv("HTQ_CONFIG"); ok && p != "" {
+			path = p
+		}
+	}
+	if path != "" {
+		var err error
+		if file, err = fileSettings(path); err != nil {
+			return nil, err
+		}
+	}
+	o := &serveOptions{logLevel: slog.LevelInfo, logFormat: "text"}
+	var errs []error
+	for _, s := range settings {
+		var v value
+		var set bool
+		if f := fs.Lookup(s.flag); f != nil && f.Changed {
+			v, set = value{text: f.Value.String(), source: "--" + s.flag}, true
+		} else if e, ok := lookupEnv(s.env); ok && e != "" {
+			v, set = value{text: e, source: s.env}, true
+		} else if fv, ok := file[s.key]; ok {
+			v, set = fv, true
+		}
+		if !set {
+			if s.def == "" {
+				continue
+			}
+			v = value{text: s.def, source: "default of --" + s.flag}
+		}
+		if err := s.apply(o, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return o, nil
+}
+
+// newLogger returns the logger the options ask for, writing to w.
+func (o *serveOptions) newLogger(w io.Writer) *slog.Logger {
+	ho := &slog.HandlerOptions{Level: o.logLevel}
+	if o.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}

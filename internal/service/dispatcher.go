@@ -1,0 +1,242 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/api"
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/dispatch"
+	"github.com/htqueue/htq/internal/queuemeta"
+)
+
+// urlResult is a URL task's Result, stored as JSON.
+type urlResult struct {
+	Status     int         `json:"status"`
+	Headers    http.Header `json:"headers"`
+	Body       string      `json:"body,omitempty"`
+	BodyBase64 string      `json:"body_base64,omitempty"`
+	Truncated  bool        `json:"truncated"`
+	DurationMS float64     `json:"duration_ms"`
+}
+
+// queueModels is what the executor needs of the queue model.
+type queueModels interface {
+	Get(ctx context.Context, name string) (*queuemeta.Queue, error)
+}
+
+// executor is the dispatcher's htq.Handler: it runs one URL task through
+// the dispatch package and turns the answer into the task's outcome.
+type executor struct {
+	disp    *dispatch.Dispatcher
+	queues  queueModels
+	client  *htq.Client
+	metrics *api.Metrics
+	logger  *slog.Logger
+	timeout time.Duration // a task's request timeout when neither it nor its queue sets one
+}
+
+// retryError asks the dispatcher's RetryDelayFunc for a retry after delay
+// (the queue's backoff, or the target's Retry-After when longer).
+type retryError struct {
+	delay time.Duration
+	err   error
+}
+
+func (e *retryError) Error() string { return e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
+
+// retryDelay is the dispatcher's RetryDelayFunc: the executor has already
+// chosen the delay, from the queue's policy and the answer.
+func retryDelay(n int, err error, t *htq.Task) time.Duration {
+	var re *retryError
+	if errors.As(err, &re) {
+		return re.delay
+	}
+	// A panic or an error the executor did not classify: the default
+	// policy's first step, growing with n.
+	return backoff(n, queuemeta.DefaultMinBackoff, queuemeta.DefaultMaxBackoff)
+}
+
+// backoff is min·2ⁿ capped at max, with up to 10 % added at random so
+// that tasks failed together are not all retried in the same instant.
+func backoff(n int, lo, hi time.Duration) time.Duration {
+	if lo <= 0 {
+		return 0
+	}
+	d := lo
+	for i := 0; i < n && d < hi; i++ {
+		d *= 2
+	}
+	if hi > 0 && d > hi {
+		d = hi
+	}
+	if jitter := int64(d / 10); jitter > 0 {
+		d += time.Duration(rand.Int64N(jitter))
+	}
+	return d
+}
+
+// permanent archives the task at once.
+func permanent(err error) error { return fmt.Errorf("%w: %w", htq.SkipRetry, err) }
+
+// ProcessTask runs one URL task.
+func (x *executor) ProcessTask(ctx context.Context, t *htq.Task) error {
+	id, _ := htq.GetTaskID(ctx)
+	queue, _ := htq.GetQueueName(ctx)
+	retried, _ := htq.GetRetryCount(ctx)
+	if t.Type() != queuemeta.TypeURL {
+		return permanent(fmt.Errorf("task %s of type %q is in URL queue %s, whose tasks must be URL tasks", id, t.Type(), queue))
+	}
+	q, err := x.queues.Get(ctx, queue)
+	if err != nil {
+		if errors.Is(err, base.ErrQueueNotFound) {
+			return permanent(fmt.Errorf("task %s: queue %s has no definition (deleted?): %w", id, queue, err))
+		}
+		return &retryError{delay: time.Second, err: fmt.Errorf("task %s: read queue %s: %w", id, queue, err)}
+	}
+	p, err := queuemeta.DecodeURLTask(t.Payload())
+	if err != nil {
+		return permanent(fmt.Errorf("task %s: %w", id, err))
+	}
+	req, err := x.request(id, queue, retried, q, p)
+	if err != nil {
+		return permanent(err)
+	}
+
+	start := time.Now()
+	res, derr := x.disp.Dispatch(ctx, req)
+	if res != nil {
+		x.writeResult(t, res)
+	}
+	outcome := dispatch.Policy{RetryClientErrors: q.Retry4xx}.Classify(derr)
+	if res != nil {
+		x.metrics.ObserveDispatch(queue, outcome.String(), res.Duration)
+	} else {
+		x.metrics.ObserveDispatch(queue, outcome.String(), time.Since(start))
+	}
+	switch outcome {
+	case dispatch.Succeeded:
+		if q.Mode == queuemeta.ModeVariable {
+			if err := x.scheduleNext(ctx, q, p, res); err != nil {
+				// Run it again rather than lose the chain (the target sees
+				// this run twice, as with any retry).
+				return &retryError{delay: backoff(retried, q.MinBackoff(), q.MaxBackoff()), err: err}
+			}
+		}
+		return nil
+	case dispatch.Archive:
+		return permanent(derr)
+	default:
+		delay := backoff(retried, q.MinBackoff(), q.MaxBackoff())
+		if ra, ok := dispatch.RetryAfter(derr); ok && ra > delay {
+			delay = ra
+		}
+		return &retryError{delay: delay, err: derr}
+	}
+}
+
+// request builds the dispatch request of a task.
+func (x *executor) request(id, queue string, retried int, q *queuemeta.Queue, p *queuemeta.URLTask) (dispatch.Request, error) {
+	req := dispatch.Request{TaskID: id, Queue: queue, RetryCount: retried, URL: p.URL, Method: p.Method}
+	if len(p.Headers) > 0 {
+		req.Header = make(http.Header, len(p.Headers))
+		for k, v := range p.Headers {
+			req.Header.Set(k, v)
+		}
+	}
+	body, err := p.BodyBytes()
+	if err != nil {
+		return req, fmt.Errorf("task %s: %w", id, err)
+	}
+	req.Body = body
+	switch {
+	case p.TimeoutMS > 0:
+		req.Timeout = time.Duration(p.TimeoutMS) * time.Millisecond
+	case q.DispatchTimeout() > 0:
+		req.Timeout = q.DispatchTimeout()
+	default:
+		req.Timeout = x.timeout
+	}
+	return req, nil
+}
+
+// writeResult stores the answer as the task's result. A failure to store
+// it is logged: the outcome of the attempt matters more.
+func (x *executor) writeResult(t *htq.Task, res *dispatch.Result) {
+	r := urlResult{Status: res.Status, Headers: res.Header, Truncated: res.Truncated,
+		DurationMS: float64(res.Duration.Microseconds()) / 1000}
+	if utf8.Valid(res.Body) {
+		r.Body = string(res.Body)
+	} else {
+		r.BodyBase64 = base64.StdEncoding.EncodeToString(res.Body)
+	}
+	data, err := json.Marshal(r)
+	if err == nil {
+		_, err = t.ResultWriter().Write(data)
+	}
+	if err != nil {
+		x.logger.Warn("store URL task result", "id", t.ResultWriter().TaskID(), "err", err)
+	}
+}
+
+// scheduleNext enqueues a variable task's next run after the interval
+// HTQ's rule gives, unless the target said "done". The next run's ID is
+// derived from this run's, so a run that is repeated (its worker died
+// after the enqueue but before the task completed) finds it already
+// enqueued instead of starting a second chain.
+func (x *executor) scheduleNext(ctx context.Context, q *queuemeta.Queue, p *queuemeta.URLTask, res *dispatch.Result) error {
+	id, _ := htq.GetTaskID(ctx)
+	maxRetry, _ := htq.GetMaxRetry(ctx)
+	var current time.Duration
+	if p.Variable != nil {
+		current = time.Duration(p.Variable.IntervalS * float64(time.Second))
+	}
+	next, done := dispatch.NextInterval(res.Body, res.Header, current, q.SteppingTime(), q.MaxInterval())
+	if done {
+		return nil
+	}
+	nextTask := *p
+	nextTask.Variable = &queuemeta.Variable{IntervalS: next.Seconds()}
+	payload, err := nextTask.Encode()
+	if err != nil {
+		return fmt.Errorf("task %s: next run: %w", id, err)
+	}
+	_, err = x.client.EnqueueContext(context.WithoutCancel(ctx), htq.NewTask(queuemeta.TypeURL, payload),
+		htq.Queue(q.Name), htq.TaskID(nextRunID(id)), htq.ProcessIn(next), htq.MaxRetry(maxRetry))
+	if err != nil && !errors.Is(err, htq.ErrTaskIDConflict) {
+		return fmt.Errorf("task %s: enqueue next run: %w", id, err)
+	}
+	return nil
+}
+
+// nextRunID names the run after the one with ID id: "<root>~<n+1>" after
+// "<root>~<n>", "<id>~1" after an ID without a run number. An ID that
+// would grow past the limit is replaced by a hash of it.
+func nextRunID(id string) string {
+	root, n := id, 0
+	if i := strings.LastIndexByte(id, '~'); i >= 0 {
+		if k, err := strconv.Atoi(id[i+1:]); err == nil && k > 0 && strconv.Itoa(k) == id[i+1:] {
+			root, n = id[:i], k
+		}
+	}
+	next := root + "~" + strconv.Itoa(n+1)
+	if len(next) > base.MaxIDLen {
+		sum := sha256.Sum256([]byte(root))
+		next = "v" + hex.EncodeToString(sum[:16]) + "~" + strconv.Itoa(n+1)
+	}
+	return next
+}

@@ -1,0 +1,242 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/service"
+	"github.com/htqueue/htq/webhook"
+)
+
+var (
+	tokenRE  = regexp.MustCompile(`htq_[A-Za-z0-9_-]{43}`)
+	secretRE = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]{44}`)
+)
+
+// With no token configured, the first start generates one, prints it once
+// and stores it; the next start on the same data uses it and prints
+// nothing. The generated signing secret signs the requests.
+func TestGeneratedTokenReused(t *testing.T) {
+	backends(t, func(t *testing.T, broker string) {
+		start := func() (*service.Service, string) {
+			var out bytes.Buffer
+			cfg := testConfig(t, broker)
+			cfg.Token, cfg.SigningSecrets, cfg.Stdout = "", nil, &out
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			svc, err := service.Start(ctx, cfg)
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			return svc, out.String()
+		}
+		stop := func(svc *service.Service) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := svc.Shutdown(ctx); err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+		}
+
+		svc, out := start()
+		token := tokenRE.FindString(out)
+		secret := secretRE.FindString(out)
+		if token == "" || secret == "" || svc.Token() != token {
+			t.Fatalf("first start printed %q; Token() = %q", out, svc.Token())
+		}
+		if status, _ := newClient(t, svc.URL(), token).call("GET", "/v1/queues", nil, nil); status != http.StatusOK {
+			t.Errorf("generated token: GET /v1/queues = %d", status)
+		}
+		if status, _ := newClient(t, svc.URL(), token+"x").call("GET", "/v1/queues", nil, nil); status != http.StatusUnauthorized {
+			t.Errorf("wrong token: GET /v1/queues = %d, want 401", status)
+		}
+		stop(svc)
+
+		svc, out = start()
+		defer stop(svc)
+		if out != "" {
+			t.Errorf("second start printed %q, want nothing", out)
+		}
+		if svc.Token() != token {
+			t.Errorf("second start uses token %q, want the stored %q", svc.Token(), token)
+		}
+		c := newClient(t, svc.URL(), token)
+		tg := newTarget(t)
+		c.enqueue("signed", urlTask(tg.URL, nil))
+		h := tg.next(t, 10*time.Second)
+		if err := must(webhook.NewVerifier(secret)).Verify(h.header, h.body); err != nil {
+			t.Errorf("request not signed with the generated secret: %v", err)
+		}
+	})
+}
+
+// Two services on one Redis share the queues: tasks enqueued through
+// either are dispatched once, and when one stops the other goes on.
+func TestTwoServicesShareRedis(t *testing.T) {
+	broker := backendRedis(t)
+	a := startService(t, testConfig(t, broker))
+	bCfg := testConfig(t, broker)
+	b := startService(t, bCfg)
+	ca, cb := newClient(t, a.URL(), testToken), newClient(t, b.URL(), testToken)
+	tg := newTarget(t)
+	ca.createQueue("shared", "timing", nil)
+
+	seen := make(map[string]int)
+	const n = 40
+	for i := 0; i < n; i++ {
+		c := ca
+		if i%2 == 1 {
+			c = cb
+		}
+		seen[c.enqueue("shared", urlTask(tg.URL, nil))] = 0
+	}
+	for i := 0; i < n; i++ {
+		seen[tg.next(t, 10*time.Second).header.Get("Htq-Task-Id")]++
+	}
+	for id, k := range seen {
+		if k != 1 {
+			t.Errorf("task %s delivered %d times", id, k)
+		}
+	}
+
+	// Stop a; b serves the API and dispatches alone, including the tasks
+	// enqueued through a before it stopped.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	later := ca.enqueue("shared", urlTask(tg.URL, map[string]any{"options": map[string]any{"delay": "1s"}}))
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := tg.next(t, 10*time.Second); h.header.Get("Htq-Task-Id") != later {
+		t.Errorf("after a stopped, got task %s, want %s", h.header.Get("Htq-Task-Id"), later)
+	}
+	id := cb.enqueue("shared", urlTask(tg.URL, nil))
+	if h := tg.next(t, 10*time.Second); h.header.Get("Htq-Task-Id") != id {
+		t.Errorf("got task %s, want %s", h.header.Get("Htq-Task-Id"), id)
+	}
+}
+
+// Shutdown lets a running dispatch finish before it returns, and the API
+// stops accepting.
+func TestShutdownDrains(t *testing.T) {
+	backends(t, func(t *testing.T, broker string) {
+		cfg := testConfig(t, broker)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		svc, err := service.Start(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newClient(t, svc.URL(), testToken)
+		tg := newTarget(t)
+		release := make(chan struct{})
+		tg.setRespond(func(_ int, _ hit, w http.ResponseWriter) {
+			<-release
+			io.WriteString(w, "ok")
+		})
+		id := c.enqueue("slow", urlTask(tg.URL, map[string]any{"options": map[string]any{"retention": "1h"}}))
+		// Wait until the dispatch is running.
+		c.waitTask("slow", id, 10*time.Second, "active", inState("active"))
+
+		var wg sync.WaitGroup
+		wg.Add(1)
+		shutdownDone := make(chan error, 1)
+		go func() {
+			defer wg.Done()
+			shutdownDone <- svc.Shutdown(ctx)
+		}()
+		select {
+		case err := <-shutdownDone:
+			t.Fatalf("Shutdown returned (%v) while a dispatch was running", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		if _, err := http.Get(svc.URL() + "/healthz"); err == nil {
+			t.Error("the API still accepts connections during shutdown")
+		}
+		close(release)
+		wg.Wait()
+		if err := <-shutdownDone; err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		select {
+		case <-svc.Done():
+		default:
+			t.Error("Done not closed after Shutdown")
+		}
+
+		// The task completed: read it through a fresh service.
+		svc2 := startService(t, cfg)
+		tv, found := newClient(t, svc2.URL(), testToken).task("slow", id)
+		if !found || tv.State != "completed" {
+			t.Errorf("after the drain the task is %q (found %v), want completed", tv.State, found)
+		}
+	})
+}
+
+// Bad settings fail Start with an error naming each of them; nothing is
+// started.
+func TestBadConfig(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(*service.Config)
+		want   []string
+	}{
+		{"addr", func(c *service.Config) { c.Addr = "localhost" }, []string{"addr"}},
+		{"port", func(c *service.Config) { c.Addr = ":99999" }, []string{"addr"}},
+		{"broker", func(c *service.Config) { c.Broker = "nowhere" }, []string{"broker"}},
+		{"short token", func(c *service.Config) { c.Token = "abc" }, []string{"token", "16"}},
+		{"app key without token", func(c *service.Config) { c.HTQAppKey = "k" }, []string{"htq-app-key", "htq-app-token"}},
+		{"bad secret", func(c *service.Config) { c.SigningSecrets = []string{"whsec_notbase64!"} }, []string{"signing-secrets"}},
+		{"three secrets", func(c *service.Config) { c.SigningSecrets = []string{testSecret, testSecret, testSecret} }, []string{"signing-secrets"}},
+		{"bad allowlist", func(c *service.Config) { c.AllowTargets = []string{"10.0.0.0/33"} }, []string{"allow-targets"}},
+		{"tz", func(c *service.Config) { c.TimeZone = "Mars/Olympus" }, []string{"tz", "Mars/Olympus"}},
+		{"concurrency", func(c *service.Config) { c.Concurrency = -1 }, []string{"concurrency"}},
+		{"write timeout", func(c *service.Config) { c.WriteTimeout = 10 * time.Second }, []string{"write-timeout"}},
+		{"two at once", func(c *service.Config) { c.Concurrency, c.TimeZone = -3, "Nowhere/Else" }, []string{"concurrency", "tz"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, "mem:")
+			tc.change(&cfg)
+			svc, err := service.Start(context.Background(), cfg)
+			if err == nil {
+				svc.Shutdown(context.Background())
+				t.Fatal("Start accepted the config")
+			}
+			if !errors.Is(err, service.ErrInvalidConfig) || !errors.Is(err, htq.ErrInvalidArgument) {
+				t.Errorf("error %v does not match ErrInvalidConfig and ErrInvalidArgument", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+
+	t.Run("unreachable storage", func(t *testing.T) {
+		cfg := testConfig(t, "redis://127.0.0.1:1/0")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := service.Start(ctx, cfg); err == nil || !strings.Contains(err.Error(), "storage") {
+			t.Errorf("Start with no Redis: %v", err)
+		}
+	})
+	t.Run("address in use", func(t *testing.T) {
+		first := startService(t, testConfig(t, "mem:"))
+		cfg := testConfig(t, "mem:")
+		cfg.Addr = first.Addr()
+		if _, err := service.Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "listen") {
+			t.Errorf("Start on a used port: %v", err)
+		}
+	})
+}
