@@ -2,11 +2,13 @@
 #
 #   make test    install what the tests need (redis-server) and run every test with -race
 #   make example run the example worker + client against Redis (REDIS_URL, default a local redis-server)
+#   make serve   run htq serve on :5999 with the embedded store in ./htq-data (ARGS="--broker redis://…" for more)
+#   make bench-serve  measure htq serve (HTTP enqueue, batches, URL dispatch) against Redis and the embedded store
 
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps vet build example bench
+.PHONY: test deps vet build example bench serve bench-serve
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -35,3 +37,9 @@ example: deps
 
 bench: deps
 	cd bench && ./run.sh
+
+serve:
+	$(GO) run ./cmd/htq serve $(ARGS)
+
+bench-serve: deps
+	./bench/serve/run.sh

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -90,6 +91,9 @@ func serve(ctx context.Context, o *serveOptions, stdout, stderr io.Writer) error
 		ctx = context.Background()
 	}
 	o.cfg.Logger = o.newLogger(stderr)
+	// Packages that log through the default logger (the embedded store at
+	// open) write in the same format and at the same level.
+	slog.SetDefault(o.cfg.Logger)
 	o.cfg.Stdout = stdout
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
