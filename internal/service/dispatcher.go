@@ -90,6 +90,21 @@ func backoff(n int, lo, hi time.Duration) time.Duration {
 	return d
 }
 
+// logFailure is the dispatcher's ErrorHandler: a failed attempt that will
+// be retried is logged at debug level, one that archives the task (a
+// permanent failure, or the last retry) as a warning.
+func (x *executor) logFailure(ctx context.Context, t *htq.Task, err error) {
+	id, _ := htq.GetTaskID(ctx)
+	queue, _ := htq.GetQueueName(ctx)
+	retried, _ := htq.GetRetryCount(ctx)
+	maxRetry, _ := htq.GetMaxRetry(ctx)
+	if errors.Is(err, htq.SkipRetry) || retried >= maxRetry {
+		x.logger.Warn("URL task archived", "queue", queue, "id", id, "retried", retried, "err", err)
+		return
+	}
+	x.logger.Debug("URL task will be retried", "queue", queue, "id", id, "retried", retried, "err", err)
+}
+
 // permanent archives the task at once.
 func permanent(err error) error { return fmt.Errorf("%w: %w", htq.SkipRetry, err) }
 

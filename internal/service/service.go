@@ -102,16 +102,10 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err := s.storage.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("service: storage %s does not answer: %w", s.storage, err)
 	}
-	b := hooks.BrokerOf(s.storage)
-	ms, ok := b.(broker.MetaStore)
-	if !ok {
-		return nil, fmt.Errorf("service: storage %s cannot hold htq serve's records (its backend lacks broker.MetaStore)", s.storage)
-	}
-	if _, ok := b.(broker.Admin); !ok {
-		return nil, fmt.Errorf("service: storage %s lacks the management operations htq serve needs (broker.Admin)", s.storage)
-	}
-	s.meta = ms
-	s.queues = queuemeta.NewCache(ms, 0)
+	// The service's own records (queue model, schedules, secrets) live
+	// beside the queues, in the storage's meta records.
+	s.meta = hooks.BrokerOf(s.storage)
+	s.queues = queuemeta.NewCache(s.meta, 0)
 
 	signer, err := s.loadSecrets(ctx)
 	if err != nil {
@@ -155,16 +149,17 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, fmt.Errorf("service: API: %w", err)
 	}
 
+	exec := &executor{disp: s.disp, queues: s.queues, client: htq.NewClient(s.storage), metrics: metrics,
+		logger: cfg.Logger.With("component", "htq.dispatcher"), timeout: cfg.DispatchTimeout}
 	s.server = htq.NewServer(s.storage, htq.Config{
 		Concurrency:          cfg.Concurrency,
 		QueueSource:          s.urlQueues,
 		QueueRefreshInterval: cfg.QueueRefreshInterval,
 		RetryDelayFunc:       retryDelay,
+		ErrorHandler:         htq.ErrorHandlerFunc(exec.logFailure),
 		ShutdownTimeout:      cfg.ShutdownTimeout,
 		Logger:               cfg.Logger,
 	})
-	exec := &executor{disp: s.disp, queues: s.queues, client: htq.NewClient(s.storage), metrics: metrics,
-		logger: cfg.Logger.With("component", "htq.dispatcher"), timeout: cfg.DispatchTimeout}
 	if err := s.server.Start(exec); err != nil {
 		return nil, fmt.Errorf("service: dispatcher: %w", err)
 	}
