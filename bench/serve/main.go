@@ -42,6 +42,8 @@ type config struct {
 	nSingle, conns                              int
 	nBatch, batch, batchConns                   int
 	nDispatch, dispatchConc                     int
+	nTiming                                     int
+	timingSpread                                time.Duration
 	payload                                     int
 	maxDuration                                 time.Duration
 	serveLog                                    string
@@ -53,7 +55,7 @@ func main() {
 	flag.StringVar(&c.htqBin, "htq", "", "path of the htq binary to measure (required)")
 	flag.StringVar(&c.backend, "backend", "redis", "storage: redis (a private redis-server) or file (embedded, temp dir)")
 	flag.StringVar(&c.redisBin, "redis-server", "redis-server", "redis-server binary")
-	flag.StringVar(&c.scenarios, "scenario", "enqueue,batch,dispatch", "comma list of scenarios: enqueue, batch, dispatch")
+	flag.StringVar(&c.scenarios, "scenario", "enqueue,batch,dispatch,timing", "comma list of scenarios: enqueue, batch, dispatch, timing")
 	flag.StringVar(&c.label, "label", "", "label copied into every JSON line")
 	flag.IntVar(&c.run, "run", 1, "run number copied into every JSON line")
 	flag.IntVar(&c.nSingle, "n-enqueue", 100000, "single-task enqueues to time (after 2,000 of warm-up)")
@@ -63,6 +65,8 @@ func main() {
 	flag.IntVar(&c.batchConns, "batch-conns", 4, "connections of the batch scenario")
 	flag.IntVar(&c.nDispatch, "n-dispatch", 30000, "URL tasks of the dispatch scenario")
 	flag.IntVar(&c.dispatchConc, "dispatch-concurrency", 100, "htq serve --concurrency in the dispatch scenario")
+	flag.IntVar(&c.nTiming, "n-timing", 2000, "URL tasks of the timing scenario, due over -timing-spread")
+	flag.DurationVar(&c.timingSpread, "timing-spread", 5*time.Second, "span of the due times in the timing scenario")
 	flag.IntVar(&c.payload, "payload", 100, "bytes of payload per task")
 	flag.DurationVar(&c.maxDuration, "max-duration", 90*time.Second, "bound of each scenario's timed part")
 	flag.StringVar(&c.serveLog, "serve-log", "", "file for htq serve's standard error (default: discarded)")
@@ -89,6 +93,8 @@ func main() {
 			err = withService(c, 0, func(sv *service) error { return scenarioBatch(c, sv) })
 		case "dispatch":
 			err = withService(c, c.dispatchConc, func(sv *service) error { return scenarioDispatch(c, sv) })
+		case "timing":
+			err = withService(c, 0, func(sv *service) error { return scenarioTiming(c, sv) })
 		default:
 			err = fmt.Errorf("unknown scenario %q", s)
 		}
@@ -109,7 +115,7 @@ func emit(c config, scenario string, fields map[string]any) {
 		"scenario": scenario, "impl": "htq-serve", "backend": c.backend,
 		"label": c.label, "run": c.run,
 		"go_version": runtime.Version(), "gomaxprocs": runtime.GOMAXPROCS(0), "cpus": runtime.NumCPU(),
-		"time": time.Now().UTC().Format(time.RFC3339),
+		"time": time.Now().UTC().Format(time.RFC3339), "loadavg": loadavg(),
 	}
 	for k, v := range fields {
 		rec[k] = v
@@ -492,6 +498,91 @@ func scenarioDispatch(c config, sv *service) error {
 	return nil
 }
 
+// scenarioTiming: URL tasks due at times spread over the next few seconds
+// in a timing queue; the target reads each task's due time from its body
+// and records how late it arrived.
+func scenarioTiming(c config, sv *service) error {
+	const q = "bench-timing"
+	var mu sync.Mutex
+	var late []time.Duration
+	allHit := make(chan struct{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	target := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		body, _ := io.ReadAll(r.Body)
+		due, err := strconv.ParseInt(string(body), 10, 64)
+		if err != nil {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		late = append(late, now.Sub(time.Unix(0, due)))
+		if len(late) == c.nTiming {
+			close(allHit)
+		}
+		mu.Unlock()
+	})}
+	go func() { _ = target.Serve(ln) }()
+	defer target.Close()
+	url := "http://" + ln.Addr().String() + "/due"
+	if err := sv.createQueue(q, "timing"); err != nil {
+		return err
+	}
+	start := time.Now().Add(time.Second) // time to send the batches
+	tasks := make([]map[string]any, c.nTiming)
+	for i := range tasks {
+		due := start.Add(time.Duration(i) * c.timingSpread / time.Duration(c.nTiming))
+		tasks[i] = map[string]any{"url": url, "body": strconv.FormatInt(due.UnixNano(), 10),
+			"options": map[string]any{"process_at": due.UTC().Format(time.RFC3339Nano)}}
+	}
+	for i := 0; i < len(tasks); i += 500 {
+		body, _ := json.Marshal(map[string]any{"tasks": tasks[i:min(i+500, len(tasks))]})
+		if err := sv.call(sv.hc, "POST", "/v1/queues/"+q+"/tasks/batch", body, http.StatusCreated, nil); err != nil {
+			return err
+		}
+	}
+	if time.Now().After(start) {
+		return errors.New("enqueueing the timed tasks took longer than 1 s; lower -n-timing")
+	}
+	select {
+	case <-allHit:
+	case <-time.After(c.timingSpread + c.maxDuration):
+	}
+	mu.Lock()
+	got := append([]time.Duration(nil), late...)
+	mu.Unlock()
+	p50, p99 := percentiles(got)
+	var early int
+	var earliest time.Duration
+	for _, d := range got {
+		if d < 0 {
+			early++
+		}
+		earliest = min(earliest, d)
+	}
+	emit(c, "serve-timing-lateness", map[string]any{
+		"metric": "p99_ms", "value": p99, "p50_ms": p50, "n": len(got), "early": early, "earliest_ms": round(float64(earliest.Microseconds()) / 1000),
+		"rate_per_s": round(float64(c.nTiming) / c.timingSpread.Seconds()), "truncated": len(got) < c.nTiming,
+	})
+	return nil
+}
+
+// loadavg returns the 1-minute load average, or -1.
+func loadavg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	if err != nil {
+		return -1
+	}
+	return f
+}
+
 func percentiles(d []time.Duration) (p50, p99 float64) {
 	if len(d) == 0 {
 		return 0, 0
@@ -530,6 +621,14 @@ func waitTCP(addr string, d time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// num formats a figure: whole above 100, three significant digits below.
+func num(f float64) string {
+	if f >= 100 || f <= -100 {
+		return strconv.FormatFloat(f, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(f, 'g', 3, 64)
 }
 
 // printSummary prints the median value of each scenario and backend.
@@ -577,7 +676,7 @@ func printSummary(path string, w io.Writer) error {
 	for _, k := range keys {
 		v := vals[k]
 		sort.Float64s(v)
-		fmt.Fprintf(w, "| %s | %s | %s | %.0f | %d (%.0f-%.0f) |\n", k.scenario, k.backend, k.metric, v[len(v)/2], len(v), v[0], v[len(v)-1])
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d (%s-%s) |\n", k.scenario, k.backend, k.metric, num(v[len(v)/2]), len(v), num(v[0]), num(v[len(v)-1]))
 	}
 	return nil
 }
