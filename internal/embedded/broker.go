@@ -138,10 +138,20 @@ func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
 			return nil, err
 		}
 	}
+	_, statErr := os.Stat(file)
 	store, err := openBolt(file, false, opts.LockTimeout)
 	if err != nil {
 		_ = lock.release()
 		return nil, err
+	}
+	if os.IsNotExist(statErr) {
+		// A new file's directory entry is durable only once the directory
+		// is synced; bbolt syncs the file, not its directory.
+		if err := syncDir(dir); err != nil {
+			_ = store.close()
+			_ = lock.release()
+			return nil, err
+		}
 	}
 	b.store = store
 	b.commitFn = store.commit
@@ -277,6 +287,19 @@ func (b *Broker) load() error {
 	}
 	b.queues = queues
 	b.nextSeq = maxSeq + 1
+	return nil
+}
+
+// syncDir flushes the entries of directory dir to disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("htq: syncing data directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && runtime.GOOS != "windows" {
+		return fmt.Errorf("htq: syncing data directory %s: %w", dir, err)
+	}
 	return nil
 }
 
