@@ -168,7 +168,7 @@ func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("htq: salvage of %s: %w", srcFile, err)
 	}
-	return rep, nil
+	return rep, syncDir(dst)
 }
 
 // walkFrom calls f for records from key from on until the end or a damaged
