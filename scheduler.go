@@ -219,6 +219,7 @@ func (s *Scheduler) loop() {
 			s.writeEntries(ctx, admin)
 		case <-timer.Chan():
 			s.fireDue(ctx, admin)
+			s.writeEntries(ctx, admin) // so the Inspector shows the new prev/next
 		}
 	}
 }

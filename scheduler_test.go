@@ -57,6 +57,12 @@ func TestSchedulersEnqueueEachTickOnce(t *testing.T) {
 	if err != nil || len(entries) != 3 || entries[0].ID != entries[1].ID || entries[0].Spec != "@every 1s" || entries[0].Task.Type() != "tick" {
 		t.Fatalf("entries: %+v %v", entries, err)
 	}
+	last := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
+	for _, e := range entries {
+		if !e.Prev.Equal(last) || !e.Next.Equal(last.Add(time.Second)) {
+			t.Fatalf("entry %s: prev %v next %v, want %v and a second later", e.ID, e.Prev, e.Next, last)
+		}
+	}
 }
 
 func TestSchedulerBadSpecNamesField(t *testing.T) {
