@@ -15,6 +15,8 @@ type periodic struct {
 	clock    clockwork.Clock
 	interval time.Duration
 	exec     func(ctx context.Context)
+	// atStart runs exec once as soon as the loop starts.
+	atStart bool
 
 	quit     chan struct{}
 	done     chan struct{}
@@ -40,6 +42,9 @@ func (p *periodic) start(ctx context.Context) {
 		}()
 		ticker := p.clock.NewTicker(p.interval)
 		defer ticker.Stop()
+		if p.atStart {
+			p.exec(ctx)
+		}
 		for {
 			select {
 			case <-ctx.Done():
@@ -56,4 +61,11 @@ func (p *periodic) start(ctx context.Context) {
 func (p *periodic) shutdown() {
 	p.stopOnce.Do(func() { close(p.quit) })
 	<-p.done
+}
+
+// runAtStart makes the loop run its job once when it starts, then at each
+// interval.
+func (p *periodic) runAtStart() *periodic {
+	p.atStart = true
+	return p
 }

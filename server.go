@@ -344,7 +344,8 @@ func (srv *Server) Start(h Handler) error {
 	jan := newJanitor(b, cfg.Logger, queues, cfg.JanitorBatchSize)
 	hc := newHealthChecker(b, cfg.HealthCheckFunc)
 	srv.bg = []*periodic{
-		newPeriodic("recoverer", clock, recoverInterval(cfg.LeaseDuration), rec.exec),
+		// At start too: tasks orphaned while no server ran are due now.
+		newPeriodic("recoverer", clock, recoverInterval(cfg.LeaseDuration), rec.exec).runAtStart(),
 		newPeriodic("janitor", clock, cfg.JanitorInterval, jan.exec),
 		newPeriodic("healthchecker", clock, cfg.HealthCheckInterval, hc.exec),
 	}
