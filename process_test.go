@@ -145,12 +145,17 @@ func (w *testLogWriter) Write(p []byte) (int, error) {
 // while it runs tasks; once their leases run out another server recovers
 // them, and every task ends completed.
 func TestKilledWorkerLosesNothing(t *testing.T) {
-	url := redistest.URL(t)
+	t.Run("redis", func(t *testing.T) { testKilledWorker(t, redistest.URL(t)) })
+	t.Run("file", func(t *testing.T) { testKilledWorker(t, "file:"+t.TempDir()) })
+}
+
+func testKilledWorker(t *testing.T, url string) {
+	embedded := strings.HasPrefix(url, "file:")
 	st, err := Open(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { st.Close() }()
 	c := NewClient(st)
 	const n = 20
 	ids := make([]string, n)
@@ -160,6 +165,9 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		ids[i] = info.ID
+	}
+	if embedded {
+		st.Close() // one process owns the directory: hand it to the worker
 	}
 	w := startWorker(t, "-storage", url, "-queue", "kill", "-concurrency", "4", "-lease", "1s", "-work", "200ms")
 	w.waitLines(t, "start ", 6, 30*time.Second)
@@ -181,6 +189,11 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 		t.Fatal("the kill found no task in flight; the test proves nothing")
 	}
 	t.Logf("killed with %d tasks done, %d in flight", len(doneBeforeKill), len(inFlight))
+	if embedded {
+		if st, err = Open(url); err != nil {
+			t.Fatalf("reopen after the kill: %v", err)
+		}
+	}
 
 	startServer(t, st, quietConfig(Config{Concurrency: 4, Queues: map[string]int{"kill": 1}, LeaseDuration: time.Second,
 		RetryDelayFunc: func(int, error, *Task) time.Duration { return 0 }}),
@@ -194,7 +207,13 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 		return true
 	})
 	for _, id := range inFlight {
-		if got := taskInfo(t, st, "kill", id); got.Retried != 1 || got.LastErr != ErrLeaseExpired.Error() {
+		got := taskInfo(t, st, "kill", id)
+		if embedded && got.Retried == 0 && got.LastErr == "" {
+			// The embedded store does not sync a fetch (a crash undoes it
+			// harmlessly): the task was simply pending again after the kill.
+			continue
+		}
+		if got.Retried != 1 || got.LastErr != ErrLeaseExpired.Error() {
 			t.Errorf("task %s in flight at the kill: Retried %d LastErr %q; want one retry for an expired lease", id, got.Retried, got.LastErr)
 		}
 	}
