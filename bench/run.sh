@@ -11,4 +11,4 @@
 # IMPLS defaults to "asynq htq" here.
 set -euo pipefail
 cd "$(dirname "$0")/peer"
-IMPLS=${IMPLS:-"asynq htq"} exec ./run-peer.sh "$@"
+IMPLS=${IMPLS:-"asynq htq htq-file"} exec ./run-peer.sh "$@"

@@ -24,8 +24,11 @@ type htqImpl struct {
 	st     *htq.Storage
 	client *htq.Client
 	// rdb reads the pending count (LLEN of the queue's pending list, see
-	// docs/redis-layout.md) until the Inspector offers it.
+	// docs/redis-layout.md); nil for the embedded store.
 	rdb *redis.Client
+	// dir is the data directory of the embedded store ("htq-file"), which
+	// one process owns: the client and the workers share st.
+	dir string
 
 	taskCheck, delayedCheck time.Duration
 }
@@ -34,7 +37,21 @@ const htqTaskType = "bench:noop"
 
 func init() {
 	registerImpl("htq", func(addr, queue string, opts map[string]string) (Impl, error) {
-		h := &htqImpl{url: "redis://" + addr + "/0", queue: queue}
+		return newHTQ(&htqImpl{url: "redis://" + addr + "/0", queue: queue}, addr, opts)
+	})
+	// htq on its embedded store (file:, a fresh temporary directory per
+	// run): the same scenarios, Redis unused.
+	registerImpl("htq-file", func(addr, queue string, opts map[string]string) (Impl, error) {
+		dir, err := os.MkdirTemp("", "htq-bench-")
+		if err != nil {
+			return nil, err
+		}
+		return newHTQ(&htqImpl{url: "file:" + dir, queue: queue, dir: dir}, "", opts)
+	})
+}
+
+func newHTQ(h *htqImpl, addr string, opts map[string]string) (Impl, error) {
+	{
 		for k, v := range opts {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -55,12 +72,19 @@ func init() {
 		}
 		h.st = st
 		h.client = htq.NewClient(st)
-		h.rdb = redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
+		if h.dir == "" {
+			h.rdb = redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
+		}
 		return h, nil
-	})
+	}
 }
 
-func (h *htqImpl) Name() string    { return "htq" }
+func (h *htqImpl) Name() string {
+	if h.dir != "" {
+		return "htq-file"
+	}
+	return "htq"
+}
 func (h *htqImpl) Version() string { return moduleVersion("github.com/htqueue/htq") }
 
 func (h *htqImpl) Enqueue(ctx context.Context, payload []byte) error {
@@ -85,9 +109,13 @@ func (h *htqImpl) EnqueueBatch(ctx context.Context, payloads [][]byte) error {
 }
 
 func (h *htqImpl) StartWorkers(concurrency int, handler Handler) (func(), error) {
-	st, err := htq.Open(h.url)
-	if err != nil {
-		return nil, err
+	st, closeStorage := h.st, func() {}
+	if h.dir == "" {
+		var err error
+		if st, err = htq.Open(h.url); err != nil {
+			return nil, err
+		}
+		closeStorage = func() { st.Close() }
 	}
 	srv := htq.NewServer(st, htq.Config{
 		Concurrency:              concurrency,
@@ -102,19 +130,32 @@ func (h *htqImpl) StartWorkers(concurrency int, handler Handler) (func(), error)
 		return nil
 	})
 	if err := srv.Start(mux); err != nil {
-		st.Close()
+		closeStorage()
 		return nil, err
 	}
-	return func() { srv.Shutdown(); st.Close() }, nil
+	return func() { srv.Shutdown(); closeStorage() }, nil
 }
 
 // Pending reports how many tasks of the benchmark queue wait to be processed.
 func (h *htqImpl) Pending(ctx context.Context) (int64, error) {
+	if h.rdb == nil {
+		qi, err := htq.NewInspector(h.st).GetQueueInfo(h.queue)
+		if err != nil {
+			return 0, err
+		}
+		return int64(qi.Pending), nil
+	}
 	return h.rdb.LLen(ctx, "htq:{"+h.queue+"}:pending").Result()
 }
 
 func (h *htqImpl) Close() error {
-	h.rdb.Close()
+	if h.rdb != nil {
+		h.rdb.Close()
+	}
 	h.client.Close()
-	return h.st.Close()
+	err := h.st.Close()
+	if h.dir != "" {
+		os.RemoveAll(h.dir)
+	}
+	return err
 }
