@@ -8,7 +8,7 @@
 #   REPS=1 VARIANTS=0 AOF=0 bench/run.sh      # quick run
 #
 # Every variable of bench/peer/run-peer.sh applies (PORT, REPS, AOF, ...);
-# IMPLS defaults to "asynq htq" here.
+# IMPLS defaults to "asynq htq htq-file" here (htq-file: the embedded store).
 set -euo pipefail
 cd "$(dirname "$0")/peer"
 IMPLS=${IMPLS:-"asynq htq htq-file"} exec ./run-peer.sh "$@"
