@@ -50,6 +50,10 @@ type Service struct {
 	http     *http.Server
 	listener net.Listener
 
+	// lastList is when urlQueues last read the queue list (only the
+	// dispatcher's refresher calls it, one call at a time).
+	lastList time.Time
+
 	// token is the API token in force (configured or stored).
 	token string
 
@@ -233,9 +237,27 @@ func (s *Service) loadSecrets(ctx context.Context) (*webhook.Signer, error) {
 	return signer, nil
 }
 
+// minQueueListInterval spaces the dispatcher's reads of the queue list.
+// The dispatcher asks for the list again whenever a storage event names a
+// queue it does not serve, and every pull queue is such a queue: without
+// a bound, a busy pull queue would have the list read back to back.
+const minQueueListInterval = 100 * time.Millisecond
+
 // urlQueues is the dispatcher's QueueSource: every queue whose mode is a
-// URL mode, each with weight 1 (queues are served side by side).
+// URL mode, each with weight 1 (queues are served side by side). Calls
+// closer than minQueueListInterval wait for it, so a new URL queue is
+// served within about that time of its first task.
 func (s *Service) urlQueues(ctx context.Context) (map[string]int, error) {
+	if wait := time.Until(s.lastList.Add(minQueueListInterval)); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+	s.lastList = time.Now()
 	qs, err := s.queues.List(ctx)
 	if err != nil {
 		return nil, err
