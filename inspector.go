@@ -46,7 +46,12 @@ type QueueInfo struct {
 	// MemoryUsage is the storage the queue takes in bytes, or -1 when the
 	// backend cannot tell cheaply.
 	MemoryUsage int64
-	// Latency is how long the oldest pending task has waited.
+	// Latency is how long the oldest pending task has waited. On Redis a
+	// task enqueued straight to pending carries no enqueue time (that would
+	// cost every Enqueue a write): its wait counts from the first
+	// GetQueueInfo that saw it at the head of the queue. Tasks that became
+	// pending any other way (forwarded, retried, requeued, run by hand),
+	// and every task on the embedded store, count exactly.
 	Latency time.Duration
 	// Size is the number of tasks in the queue, in every state.
 	Size int
