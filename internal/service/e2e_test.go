@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,6 +70,12 @@ func TestURLTaskDelivered(t *testing.T) {
 		if res.Status != 200 || res.Body != `{"received":true}` || res.Truncated || res.DurationMS == nil ||
 			len(res.Headers["X-Answer"]) != 1 || res.Headers["X-Answer"][0] != "42" {
 			t.Errorf("result = %s", tv.Result)
+		}
+
+		// The dispatch shows in /metrics.
+		_, metrics := c.call("GET", "/metrics", nil, nil)
+		if want := `htq_dispatch_duration_seconds_count{outcome="succeeded",queue="hooks"} 1`; !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	})
 }
