@@ -56,7 +56,7 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 	now := b.now()
 	st := &broker.QueueStats{
 		Queue:     q.name,
-		Pending:   q.pending.n,
+		Pending:   q.pending.Len(),
 		Active:    q.active.Len(),
 		Scheduled: q.scheduled.Len(),
 		Retry:     q.retry.Len(),
@@ -79,7 +79,7 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 	if c := q.counters[allTime]; c != nil {
 		st.ProcessedTotal, st.FailedTotal = c[0], c[1]
 	}
-	if h := q.pending.head; h != nil {
+	if h := q.pending.first(); h != nil {
 		// The task fetched next; a requeued task counts from its requeue.
 		st.OldestPending = h.at
 	}
@@ -114,8 +114,7 @@ func (b *Broker) History(ctx context.Context, queue string, days int) ([]broker.
 }
 
 // ListTasks returns one page of a queue's tasks in one state. A page costs
-// O(log n + limit), except pending (a list: O(offset + limit)) and a group
-// (sorted per call).
+// O(log n + limit), except a group (sorted per call).
 func (b *Broker) ListTasks(ctx context.Context, p broker.ListParams) ([]*base.TaskInfo, error) {
 	if p.Limit < 1 || p.Offset < 0 {
 		return nil, fmt.Errorf("%w: list tasks: offset %d and limit %d (at least 0 and 1)", base.ErrInvalidArgument, p.Offset, p.Limit)
@@ -148,8 +147,8 @@ func (b *Broker) ListTasks(ctx context.Context, p broker.ListParams) ([]*base.Ta
 	}
 	switch p.State {
 	case base.StatePending:
-		for t := q.pending.head; t != nil && take(t); t = t.r {
-		}
+		skip = 0
+		q.pending.ascendFrom(p.Offset, take)
 	case base.StateArchived:
 		skip = 0
 		q.archived.descendFrom(p.Offset, take) // newest first
@@ -228,7 +227,7 @@ func (b *Broker) run(q *queue, t *task, now time.Time) error {
 	default:
 		return fmt.Errorf("%w: task %q in queue %q is %v", base.ErrWrongState, t.msg.ID, q.name, stateName(t))
 	}
-	before := q.pending.n
+	before := q.pending.Len()
 	q.unindex(t)
 	t.state = base.StatePending
 	t.at = now // pending since
@@ -367,9 +366,10 @@ func (q *queue) firstN(state base.TaskState, group string, n int) []*task {
 	var out []*task
 	switch state {
 	case base.StatePending:
-		for t := q.pending.head; t != nil && len(out) < n; t = t.r {
+		q.pending.ascending(func(t *task) bool {
 			out = append(out, t)
-		}
+			return len(out) < n
+		})
 	case base.StateAggregating:
 		for _, t := range q.groups[group] {
 			out = append(out, t)

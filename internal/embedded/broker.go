@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -236,7 +235,7 @@ func (b *Broker) load() error {
 			b.claims[k] = time.UnixMilli(int64(binary.BigEndian.Uint64(v)))
 		}
 	}
-	var pending []*task
+	inPending := make(map[*queue][]*task)
 	inTree := make(map[*taskTree][]*task)
 	var maxSeq uint64
 	for _, t := range all {
@@ -254,7 +253,7 @@ func (b *Broker) load() error {
 		q.tasks[t.msg.ID] = t
 		switch t.state {
 		case base.StatePending:
-			pending = append(pending, t)
+			inPending[q] = append(inPending[q], t)
 		case base.StateAggregating:
 			q.index(t)
 		default:
@@ -268,18 +267,12 @@ func (b *Broker) load() error {
 		maxSeq = max(maxSeq, t.seq)
 	}
 	// Records come in sequence order, which is pending order unless tasks
-	// were requeued or forwarded: sort only then.
-	byOrder := func(a, c *task) int {
-		if a.order != c.order {
-			return cmp.Compare(a.order, c.order)
+	// were requeued, forwarded or run: sort only then.
+	for q, ts := range inPending {
+		if !slices.IsSortedFunc(ts, cmpOrder) {
+			slices.SortFunc(ts, cmpOrder)
 		}
-		return cmp.Compare(a.seq, c.seq)
-	}
-	if !slices.IsSortedFunc(pending, byOrder) {
-		slices.SortFunc(pending, byOrder)
-	}
-	for _, t := range pending {
-		queues[t.msg.Queue].pending.appendLoaded(t)
+		q.pending.build(ts)
 	}
 	for tr, ts := range inTree {
 		slices.SortFunc(ts, cmpTask)

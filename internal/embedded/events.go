@@ -109,7 +109,7 @@ func (q *queue) nextDue() *task {
 // readyIfFirst sends EventReady when q's pending list has just gone from
 // empty to not empty. The caller holds b.mu.
 func (b *Broker) readyIfFirst(q *queue, before int) {
-	if before == 0 && q.pending.n > 0 && !q.paused {
+	if before == 0 && q.pending.Len() > 0 && !q.paused {
 		b.emit(broker.EventReady, q.name)
 	}
 }

@@ -64,7 +64,7 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 			}
 			switch t.state {
 			case base.StatePending:
-				// checked by the list walk below
+				// checked by the walk of the pending list below
 			case base.StateAggregating:
 				if t.set != nil {
 					if q.sets[t.set.id] != t.set || !slices.Contains(t.set.tasks, t) || t.set.group != t.msg.GroupKey {
@@ -84,31 +84,23 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 				bad("task %q holds a uniqueness lock without a key", id)
 			}
 		}
-		// The pending list: linked both ways, ordered, all pending tasks.
+		// The pending list: ordered by strictly increasing order, sizes
+		// right, all pending tasks.
 		var prev *task
-		for t := q.pending.head; t != nil; t = t.r {
+		if err := q.pending.check(func(t *task) {
 			seen++
-			if t.l != prev {
-				bad("pending list of %q broken at %q", name, t.msg.ID)
-				break
-			}
 			if q.tasks[t.msg.ID] != t || t.state != base.StatePending {
 				bad("pending list of %q holds %q in state %v", name, t.msg.ID, t.state)
 			}
 			if prev != nil && prev.order >= t.order {
-				bad("pending list of %q out of order at %q", name, t.msg.ID)
+				bad("pending list of %q: %q has order %d after order %d", name, t.msg.ID, t.order, prev.order)
 			}
 			if t.order < q.pending.front || t.order > q.pending.back {
 				bad("pending task %q has order %d outside [%d, %d]", t.msg.ID, t.order, q.pending.front, q.pending.back)
 			}
-			if seen > len(q.tasks) {
-				bad("pending list of %q has a cycle", name)
-				break
-			}
 			prev = t
-		}
-		if q.pending.tail != prev || q.pending.n != seen {
-			bad("pending list of %q: tail or length (%d, walked %d) wrong", name, q.pending.n, seen)
+		}); err != nil {
+			bad("pending list of %q: %v", name, err)
 		}
 		for state, tr := range map[base.TaskState]*taskTree{base.StateActive: q.active, base.StateScheduled: q.scheduled,
 			base.StateRetry: q.retry, base.StateArchived: q.archived, base.StateCompleted: q.completed} {

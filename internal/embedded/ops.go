@@ -132,7 +132,7 @@ func (b *Broker) enqueue(msg *base.TaskMessage, processAt time.Time, now time.Ti
 		t.uniqueUntil = now.Add(msg.UniqueTTL)
 		q.unique[msg.UniqueKey] = t
 	}
-	before := q.pending.n
+	before := q.pending.Len()
 	switch {
 	case msg.GroupKey != "":
 		t.state = base.StateAggregating
@@ -175,7 +175,7 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	}
 	defer b.mu.Unlock()
 	q := b.queues[p.Queue]
-	if q == nil || q.paused || q.pending.n == 0 {
+	if q == nil || q.paused || q.pending.Len() == 0 {
 		return nil, nil
 	}
 	now := b.now()
@@ -188,9 +188,11 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		return nil, err
 	}
 	var out []*broker.Lease
-	for len(out) < limit && q.pending.head != nil {
-		t := q.pending.head
-		q.pending.remove(t)
+	for len(out) < limit {
+		t := q.pending.popFront()
+		if t == nil {
+			break
+		}
 		t.state = base.StateActive
 		t.token = p.ServerID + "/" + newToken() // names the server for the Inspector
 		t.at = now.Add(lease)
@@ -431,7 +433,7 @@ func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
 		return fmt.Errorf("requeue: %w", err)
 	}
 	endLease(q, t)
-	before := q.pending.n
+	before := q.pending.Len()
 	t.state = base.StatePending
 	t.at = b.now() // pending since
 	q.pending.pushFront(t)
@@ -548,7 +550,7 @@ func (b *Broker) Forward(ctx context.Context, queue string, limit int) (broker.F
 		return res, nil
 	}
 	now := b.now()
-	before := q.pending.n
+	before := q.pending.Len()
 	for {
 		t := q.nextDue()
 		if t == nil {

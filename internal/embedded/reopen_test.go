@@ -36,9 +36,10 @@ func snapshot(t *testing.T, b *Broker) map[string]string {
 
 func pendingIDs(q *queue) []string {
 	var ids []string
-	for t := q.pending.head; t != nil; t = t.r {
+	q.pending.ascending(func(t *task) bool {
 		ids = append(ids, t.msg.ID)
-	}
+		return true
+	})
 	return ids
 }
 

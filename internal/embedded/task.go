@@ -42,11 +42,10 @@ type task struct {
 	uniqueUntil time.Time
 
 	// In-memory state, not persisted. l and r link the task into the
-	// structure of its state: for a pending task they are the previous and
-	// next task of the pending list; for a task in a taskTree (active,
-	// scheduled, retry, archived, completed) its left and right children,
-	// with n the size of its subtree. A task is in one structure at most,
-	// so they share the fields.
+	// treap of its state (the pendingList, or the taskTree of active,
+	// scheduled, retry, archived or completed tasks): its left and right
+	// children, with n the size of its subtree. A task is in one structure
+	// at most, so they share the fields.
 	l, r    *task
 	set     *aggSet // the aggregation set holding this aggregating task
 	n       int32
@@ -245,69 +244,134 @@ func (q *queue) releaseLock(t *task) {
 	t.uniqueUntil = time.Time{}
 }
 
-// pendingList is a doubly linked list of pending tasks in fetch order. The
-// orders it hands out keep front <= every order <= back, increasing from head
-// to tail.
+// pendingList holds a queue's pending tasks in fetch order: an
+// order-statistic treap like taskTree, threaded through the same fields
+// (task.l, task.r, task.n) and with the same priorities, but ordered by
+// (task.order, seq). Tasks join at either end only: pushBack gives a task
+// an order after every other (Enqueue, Forward, RunTask), pushFront one
+// before every other (Requeue), so that front <= every order <= back. Both,
+// and popFront (Fetch), walk one spine of the tree: O(log n) without a
+// comparison; removing any task (DeleteTask, ArchiveTask) and reaching the
+// task of any rank (a page of the Inspector) cost O(log n) too.
 type pendingList struct {
-	head, tail  *task
-	n           int
+	root        *task
 	front, back int64
 }
 
-// pushBack appends t with an order after every other.
-func (l *pendingList) pushBack(t *task) {
+// cmpOrder orders pending tasks by order, then by sequence number, so that
+// the order is total even if two records stored the same order.
+func cmpOrder(a, b *task) int {
+	switch {
+	case a.order < b.order:
+		return -1
+	case a.order > b.order:
+		return 1
+	}
+	return cmpSeq(a, b)
+}
+
+// Len returns how many tasks the list holds.
+func (l *pendingList) Len() int { return int(size(l.root)) }
+
+// first returns the task fetched next, or nil.
+func (l *pendingList) first() *task { return leftmost(l.root) }
+
+// pushBack appends x, which is in no structure, with an order after every
+// other: x goes down the right spine to where its priority belongs, and the
+// rest of the spine, every task before it, becomes its left subtree.
+func (l *pendingList) pushBack(x *task) {
 	l.back++
-	t.order = l.back
-	l.link(t)
-}
-
-// appendLoaded appends t keeping the order it was stored with; the caller
-// appends in increasing order (used at open).
-func (l *pendingList) appendLoaded(t *task) {
-	l.front = min(l.front, t.order)
-	l.back = max(l.back, t.order)
-	l.link(t)
-}
-
-func (l *pendingList) link(t *task) {
-	t.l, t.r = l.tail, nil
-	if l.tail != nil {
-		l.tail.r = t
-	} else {
-		l.head = t
+	x.order = l.back
+	x.l, x.r, x.n = nil, nil, 1
+	p := &l.root
+	for t := *p; t != nil && prio(t) > prio(x); t = *p {
+		t.n++
+		p = &t.r
 	}
-	l.tail = t
-	l.n++
+	x.l = *p
+	x.resize()
+	*p = x
 }
 
-// pushFront prepends t with an order before every other.
-func (l *pendingList) pushFront(t *task) {
+// pushFront prepends x, which is in no structure, with an order before every
+// other (pushBack's mirror image, on the left spine).
+func (l *pendingList) pushFront(x *task) {
 	l.front--
-	t.order = l.front
-	t.l, t.r = nil, l.head
-	if l.head != nil {
-		l.head.l = t
-	} else {
-		l.tail = t
+	x.order = l.front
+	x.l, x.r, x.n = nil, nil, 1
+	p := &l.root
+	for t := *p; t != nil && prio(t) > prio(x); t = *p {
+		t.n++
+		p = &t.l
 	}
-	l.head = t
-	l.n++
+	x.r = *p
+	x.resize()
+	*p = x
 }
 
-func (l *pendingList) remove(t *task) {
-	if t.l != nil {
-		t.l.r = t.r
-	} else {
-		l.head = t.r
+// popFront takes out the first task and returns it, or nil: the last task
+// of the left spine, whose place its right subtree takes.
+func (l *pendingList) popFront() *task {
+	t := l.root
+	if t == nil {
+		return nil
 	}
-	if t.r != nil {
-		t.r.l = t.l
-	} else {
-		l.tail = t.l
+	p := &l.root
+	for t.l != nil {
+		t.n--
+		p = &t.l
+		t = t.l
 	}
-	t.l, t.r = nil, nil
-	l.n--
+	*p = t.r
+	t.l, t.r, t.n = nil, nil, 0
+	return t
 }
+
+// remove takes x out, found by its key (order, seq). Like taskTree.remove
+// it does nothing when x is not there.
+func (l *pendingList) remove(x *task) {
+	for t := l.root; t != x; {
+		if t == nil {
+			return
+		}
+		if cmpOrder(x, t) < 0 {
+			t = t.l
+		} else {
+			t = t.r
+		}
+	}
+	p := &l.root
+	for t := *p; t != x; t = *p {
+		t.n--
+		if cmpOrder(x, t) < 0 {
+			p = &t.l
+		} else {
+			p = &t.r
+		}
+	}
+	*p = merge(x.l, x.r)
+	x.l, x.r, x.n = nil, nil, 0
+}
+
+// build replaces the list with the tasks of sorted (by cmpOrder, each in no
+// structure), keeping the orders they were stored with (used at open).
+func (l *pendingList) build(sorted []*task) {
+	l.root = buildTree(sorted)
+	if len(sorted) > 0 {
+		l.front = min(l.front, sorted[0].order)
+		l.back = max(l.back, sorted[len(sorted)-1].order)
+	}
+}
+
+// ascending calls f for every task in fetch order while f returns true.
+func (l *pendingList) ascending(f func(*task) bool) { ascendFrom(l.root, 0, f) }
+
+// ascendFrom calls f for the tasks from rank k (0 is fetched next) on, in
+// fetch order, while f returns true: O(log n) to reach rank k.
+func (l *pendingList) ascendFrom(k int, f func(*task) bool) { ascendFrom(l.root, k, f) }
+
+// check walks the whole list (see taskTree.check).
+func (l *pendingList) check(f func(*task)) error { return checkTree(l.root, cmpOrder, f) }
 
 // taskTree is an ordered set of tasks by (task.at, seq) with subtree sizes,
 // so that the smallest task, insertion, removal and the task of any rank
@@ -421,8 +485,10 @@ func (tr *taskTree) insert(x *task) {
 func (tr *taskTree) remove(x *task) { tr.root = remove(tr.root, x) }
 
 // min returns the first task, or nil.
-func (tr *taskTree) min() *task {
-	t := tr.root
+func (tr *taskTree) min() *task { return leftmost(tr.root) }
+
+// leftmost returns the first task of the tree rooted at t, or nil.
+func leftmost(t *task) *task {
 	for t != nil && t.l != nil {
 		t = t.l
 	}
@@ -445,13 +511,18 @@ func (tr *taskTree) contains(x *task) bool {
 }
 
 // ascending calls f for every task in order while f returns true.
-func (tr *taskTree) ascending(f func(*task) bool) { tr.ascendFrom(0, f) }
+func (tr *taskTree) ascending(f func(*task) bool) { ascendFrom(tr.root, 0, f) }
 
 // ascendFrom calls f for the tasks from rank k (0 is the first) on, in
 // order, while f returns true: O(log n) to reach rank k.
-func (tr *taskTree) ascendFrom(k int, f func(*task) bool) {
+func (tr *taskTree) ascendFrom(k int, f func(*task) bool) { ascendFrom(tr.root, k, f) }
+
+// ascendFrom calls f for the tasks of the tree rooted at root from rank k
+// on, in order, while f returns true. It uses only the links and sizes, so
+// it serves every tree whatever its key.
+func ascendFrom(root *task, k int, f func(*task) bool) {
 	var stack []*task // tasks still to visit, the next one on top
-	for t := tr.root; t != nil; {
+	for t := root; t != nil; {
 		switch ls := int(size(t.l)); {
 		case k < ls:
 			stack = append(stack, t)
@@ -509,7 +580,11 @@ func (tr *taskTree) descendFrom(k int, f func(*task) bool) {
 // structure), balanced, in O(n). The priorities then do not form a heap,
 // which costs nothing but the treap's balance guarantee for the tasks
 // loaded; later inserts and removals keep the order right either way.
-func (tr *taskTree) build(sorted []*task) {
+func (tr *taskTree) build(sorted []*task) { tr.root = buildTree(sorted) }
+
+// buildTree links the tasks of sorted into a balanced tree in O(n) and
+// returns its root.
+func buildTree(sorted []*task) *task {
 	var b func(ts []*task) *task
 	b = func(ts []*task) *task {
 		if len(ts) == 0 {
@@ -521,12 +596,15 @@ func (tr *taskTree) build(sorted []*task) {
 		t.resize()
 		return t
 	}
-	tr.root = b(sorted)
+	return b(sorted)
 }
 
 // check walks the whole tree and reports the first inconsistency: an order
 // or a size that is wrong. f is called for every task in order.
-func (tr *taskTree) check(f func(*task)) error {
+func (tr *taskTree) check(f func(*task)) error { return checkTree(tr.root, cmpTask, f) }
+
+// checkTree is check for the tree rooted at root, ordered by cmp.
+func checkTree(root *task, cmp func(a, b *task) int, f func(*task)) error {
 	var prev *task
 	var walk func(t *task) (int32, error)
 	walk = func(t *task) (int32, error) {
@@ -537,7 +615,7 @@ func (tr *taskTree) check(f func(*task)) error {
 		if err != nil {
 			return 0, err
 		}
-		if prev != nil && cmpTask(prev, t) >= 0 {
+		if prev != nil && cmp(prev, t) >= 0 {
 			return 0, fmt.Errorf("task %q after %q out of order", t.msg.ID, prev.msg.ID)
 		}
 		prev = t
@@ -551,7 +629,7 @@ func (tr *taskTree) check(f func(*task)) error {
 		}
 		return t.n, nil
 	}
-	_, err := walk(tr.root)
+	_, err := walk(root)
 	return err
 }
 
