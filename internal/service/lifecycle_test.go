@@ -240,3 +240,35 @@ func TestBadConfig(t *testing.T) {
 		}
 	})
 }
+
+// Shutdown cuts a pull worker's long poll short instead of waiting for
+// its 30 s.
+func TestShutdownEndsLongPoll(t *testing.T) {
+	cfg := testConfig(t, "file:"+t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	svc, err := service.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, svc.URL(), testToken)
+	polled := make(chan int, 1)
+	go func() {
+		status, _ := c.call("POST", "/v1/fetch", map[string]any{"queues": []string{"idle"}, "count": 1, "wait_s": 30}, nil)
+		polled <- status
+	}()
+	time.Sleep(300 * time.Millisecond) // let the poll start waiting
+	start := time.Now()
+	if err := svc.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Shutdown took %v with a long poll open", d)
+	}
+	select {
+	case status := <-polled:
+		t.Logf("the long poll ended with status %d", status)
+	case <-time.After(5 * time.Second):
+		t.Error("the long poll did not end")
+	}
+}
