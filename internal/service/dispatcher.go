@@ -211,8 +211,11 @@ func (x *executor) writeResult(t *htq.Task, res *dispatch.Result) {
 // scheduleNext enqueues a variable task's next run after the interval
 // HTQ's rule gives, unless the target said "done". The next run's ID is
 // derived from this run's, so a run that is repeated (its worker died
-// after the enqueue but before the task completed) finds it already
-// enqueued instead of starting a second chain.
+// after the enqueue but before the task completed, and the run was
+// recovered when its lease ran out) finds the next run already there
+// instead of starting a second chain. For that, the next run keeps its ID
+// for variableRunRetention after it completes, longer than a lost run
+// takes to be recovered.
 func (x *executor) scheduleNext(ctx context.Context, q *queuemeta.Queue, p *queuemeta.URLTask, res *dispatch.Result) error {
 	id, _ := htq.GetTaskID(ctx)
 	maxRetry, _ := htq.GetMaxRetry(ctx)
@@ -231,12 +234,19 @@ func (x *executor) scheduleNext(ctx context.Context, q *queuemeta.Queue, p *queu
 		return fmt.Errorf("task %s: next run: %w", id, err)
 	}
 	_, err = x.client.EnqueueContext(context.WithoutCancel(ctx), htq.NewTask(queuemeta.TypeURL, payload),
-		htq.Queue(q.Name), htq.TaskID(nextRunID(id)), htq.ProcessIn(next), htq.MaxRetry(maxRetry))
+		htq.Queue(q.Name), htq.TaskID(nextRunID(id)), htq.ProcessIn(next), htq.MaxRetry(maxRetry),
+		htq.Retention(variableRunRetention))
 	if err != nil && !errors.Is(err, htq.ErrTaskIDConflict) {
 		return fmt.Errorf("task %s: enqueue next run: %w", id, err)
 	}
 	return nil
 }
+
+// variableRunRetention is how long a completed run of a variable task is
+// kept (with its result): it holds the run's ID against a repeated
+// previous run, which is recovered within its lease (30 s by default) and
+// a retry delay.
+const variableRunRetention = 10 * time.Minute
 
 // nextRunID names the run after the one with ID id: "<root>~<n+1>" after
 // "<root>~<n>", "<id>~1" after an ID without a run number. An ID that

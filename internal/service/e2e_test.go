@@ -395,3 +395,43 @@ func TestHTQCompatibleAddTask(t *testing.T) {
 		tg.none(t, 300*time.Millisecond)
 	})
 }
+
+// A run of a variable task that runs again (as when its worker died after
+// enqueuing the next run but before completing) does not start a second
+// chain: the next run's ID is taken, even once that run has completed.
+func TestVariableRepeatedRunNoDouble(t *testing.T) {
+	backends(t, func(t *testing.T, broker string) {
+		svc := startService(t, testConfig(t, broker))
+		c := newClient(t, svc.URL(), testToken)
+		c.createQueue("chain", "variable", map[string]any{"stepping_time_s": 1, "max_interval_s": 1})
+		tg := newTarget(t)
+		tg.setRespond(func(_ int, h hit, w http.ResponseWriter) {
+			if h.header.Get("Htq-Task-Id") == "c~3" {
+				io.WriteString(w, "done")
+				return
+			}
+			io.WriteString(w, "again")
+		})
+		spec := urlTask(tg.URL, map[string]any{"options": map[string]any{"task_id": "c"}})
+		c.enqueue("chain", spec)
+		count := map[string]int{}
+		next := func() string {
+			id := tg.next(t, 10*time.Second).header.Get("Htq-Task-Id")
+			count[id]++
+			return id
+		}
+		for next() != "c~1" {
+		}
+		// c~1 ran; replay c (completed and deleted, so its ID is free).
+		c.waitTask("chain", "c~1", 5*time.Second, "c~1 completed", inState("completed"))
+		c.enqueue("chain", spec)
+		for next() != "c~3" {
+		}
+		tg.none(t, 2500*time.Millisecond)
+		for id, want := range map[string]int{"c": 2, "c~1": 1, "c~2": 1, "c~3": 1} {
+			if count[id] != want {
+				t.Errorf("run %s: %d requests, want %d (all: %v)", id, count[id], want, count)
+			}
+		}
+	})
+}
