@@ -98,6 +98,14 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}
 	}()
 
+	// Listen first: a port in use fails the start before anything runs.
+	// Connections wait in the backlog until the API serves them.
+	s.listener, err = net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("service: listen on %s: %w", cfg.Addr, err)
+	}
+	cleanups = append(cleanups, func() { _ = s.listener.Close() })
+
 	s.storage, err = htq.OpenContext(ctx, cfg.Broker)
 	if err != nil {
 		return nil, fmt.Errorf("service: open storage: %w", err)
@@ -174,10 +182,6 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	cleanups = append(cleanups, s.sched.shutdown)
 
-	s.listener, err = net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("service: listen on %s: %w", cfg.Addr, err)
-	}
 	s.http = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
