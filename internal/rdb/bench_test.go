@@ -3,7 +3,9 @@ package rdb
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -131,10 +133,27 @@ func BenchmarkFetchComplete(b *testing.B) {
 	}
 }
 
-// BenchmarkEnqueue measures single Enqueue calls from 16 goroutines (the
-// client's pipelining batches them) and EnqueueBatch of 1,000.
+// BenchmarkEnqueue measures single Enqueue calls from 1 goroutine (one
+// round trip each) and from 16 (the client's pipelining batches them), and
+// EnqueueBatch of 1,000 from 1 goroutine.
 func BenchmarkEnqueue(b *testing.B) {
 	for _, v := range clientVariants {
+		b.Run(v.name+"/single/goroutines=1", func(b *testing.B) {
+			br := benchBroker(b, v)
+			ctx := context.Background()
+			b.ReportAllocs()
+			cpu := startCPU(b, br)
+			start := time.Now()
+			for i := range b.N {
+				m := msg("bench", fmt.Sprint("t", i))
+				m.Payload = payload100
+				if err := br.Enqueue(ctx, broker.EnqueueParams{Msg: m}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+			cpu.report(b)
+		})
 		b.Run(v.name+"/single/goroutines=16", func(b *testing.B) {
 			br := benchBroker(b, v)
 			var n atomic.Int64
@@ -157,11 +176,82 @@ func BenchmarkEnqueue(b *testing.B) {
 		b.Run(v.name+"/batch=1000", func(b *testing.B) {
 			br := benchBroker(b, v)
 			b.ReportAllocs()
+			cpu := startCPU(b, br)
 			start := time.Now()
 			preload(b, br, "bench", b.N)
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+			cpu.report(b)
 		})
 	}
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+// cpuMeter measures the CPU time Redis and this process spend during a
+// benchmark, so that runs on a loaded machine still compare: wall-clock
+// throughput depends on what else runs, CPU per task much less.
+type cpuMeter struct {
+	br            *Broker
+	redis, client time.Duration
+	clientOK      bool
+}
+
+func startCPU(b *testing.B, br *Broker) *cpuMeter {
+	cl, ok := clientCPU()
+	return &cpuMeter{br: br, redis: redisCPU(b, br), client: cl, clientOK: ok}
+}
+
+// report adds redis-µs/task and (where /proc tells it) client-µs/task to
+// the benchmark's metrics.
+func (c *cpuMeter) report(b *testing.B) {
+	r := redisCPU(b, c.br) - c.redis
+	b.ReportMetric(float64(r.Microseconds())/float64(b.N), "redis-µs/task")
+	if cl, ok := clientCPU(); ok && c.clientOK {
+		b.ReportMetric(float64((cl-c.client).Microseconds())/float64(b.N), "client-µs/task")
+	}
+}
+
+// redisCPU returns the CPU time (user + system) the Redis server used so far.
+func redisCPU(b *testing.B, br *Broker) time.Duration {
+	s, err := br.c.Do(context.Background(), br.c.B().Info().Section("cpu").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	for _, line := range strings.Split(s, "\n") {
+		name, val, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
+			f, err := strconv.ParseFloat(val, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += time.Duration(f * float64(time.Second))
+		}
+	}
+	return total
+}
+
+// clientCPU returns the CPU time (user + system) this process used so far,
+// from /proc/self/stat (Linux; in clock ticks of 10 ms); false elsewhere.
+func clientCPU() (time.Duration, bool) {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command name, which ends with the last ')': state
+	// is field 3, utime and stime are fields 14 and 15.
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, true
+}

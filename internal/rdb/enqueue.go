@@ -3,6 +3,7 @@ package rdb
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"unsafe"
 
 	"github.com/redis/rueidis"
@@ -30,29 +31,46 @@ func (b *Broker) Enqueue(ctx context.Context, p broker.EnqueueParams) error {
 	return b.enqueueResult(p.Msg, res)
 }
 
-// EnqueueBatch stores many tasks in one round trip (one pipeline of
-// script calls); see broker.Broker.
+// Chunks of EnqueueBatch: one enqueue_batch call holds tasks of one
+// queue, up to enqueueChunkTasks of them and, past the first task, up to
+// about enqueueChunkBytes of messages (a script runs alone on Redis, so a
+// chunk bounds how long it blocks other clients: about 1 to 3 ms for
+// 1,000 small tasks).
+var (
+	enqueueChunkTasks = 1000
+	enqueueChunkBytes = 1 << 20
+)
+
+// EnqueueBatch stores many tasks in one round trip: they are grouped by
+// queue into chunks, each one enqueue_batch script call, all sent in one
+// pipeline. A chunk decides its tasks in order, as single Enqueues one
+// after the other would (each task is stored whole or not at all), so
+// Redis runs one script per chunk instead of one per task. See
+// broker.Broker.
 func (b *Broker) EnqueueBatch(ctx context.Context, ps []broker.EnqueueParams) []error {
 	errs := make([]error, len(ps))
-	calls := make([]call, 0, len(ps))
-	idx := make([]int, 0, len(ps)) // calls[j] is ps[idx[j]]
-	var extra []rueidis.Completed
-	var reg []*queueKeys
+	bt := enqueueBatch{b: b, ps: ps}
+	var k *queueKeys
 	for i := range ps {
-		k, c, err := b.enqueueCall(ps[i])
-		if err != nil {
+		var err error
+		if k, err = b.enqueueCheck(ps[i].Msg, k); err != nil {
 			errs[i] = err
 			continue
 		}
-		if k.needsRegister() && !containsKeys(reg, k) {
-			reg = append(reg, k)
-			extra = append(extra, b.registerCmd(k))
-		}
-		calls = append(calls, c)
-		idx = append(idx, i)
+		bt.add(k, i, len(ps)-i)
 	}
-	if len(calls) == 0 {
+	if len(bt.chunks) == 0 {
 		return errs
+	}
+	var extra []rueidis.Completed
+	var reg []*queueKeys
+	calls := make([]call, len(bt.chunks))
+	for j, c := range bt.chunks {
+		if c.k.needsRegister() && !containsKeys(reg, c.k) {
+			reg = append(reg, c.k)
+			extra = append(extra, b.registerCmd(c.k))
+		}
+		calls[j] = c.call()
 	}
 	res := b.runMulti(ctx, extra, calls)
 	for j, k := range reg {
@@ -60,10 +78,174 @@ func (b *Broker) EnqueueBatch(ctx context.Context, ps []broker.EnqueueParams) []
 			k.markRegistered()
 		}
 	}
-	for j, i := range idx {
-		errs[i] = b.enqueueResult(ps[i].Msg, res[len(extra)+j])
+	for j, c := range bt.chunks {
+		b.enqueueBatchResult(ps, errs, c, res[len(extra)+j])
 	}
 	return errs
+}
+
+// enqueueBatch gathers the chunks of one EnqueueBatch.
+type enqueueBatch struct {
+	b      *Broker
+	ps     []broker.EnqueueParams
+	chunks []*enqueueChunk    // in order of creation
+	open   []openChunk        // per queue, in order of first appearance
+	byKeys map[*queueKeys]int // queue -> index in open, once open is long
+	slab   []byte             // messages and numbers are encoded here
+	block  int                // size of the next slab block
+}
+
+// openChunk is a queue of the batch and the chunk being filled for it
+// (nil once full).
+type openChunk struct {
+	k *queueKeys
+	c *enqueueChunk
+}
+
+// enqueueChunk is one enqueue_batch call: tasks of one queue.
+type enqueueChunk struct {
+	k     *queueKeys
+	idx   []int    // task j of the chunk is ps[idx[j]]
+	kinds []byte   // ARGV[4]: '.' plain, 'x' other
+	args  []string // ARGV[1..4], then the IDs (ARGV[4] is set by call)
+	msgs  []string // the messages, after the IDs
+	ext   []string // the arguments of the 'x' tasks, after the messages
+	bytes int
+}
+
+// add puts ps[i] (validated, in queue k) into the open chunk of its queue;
+// left is how many tasks of the batch are left, ps[i] included.
+func (bt *enqueueBatch) add(k *queueKeys, i int, left int) {
+	b, p := bt.b, &bt.ps[i]
+	o := bt.slot(k)
+	c := o.c
+	if c == nil {
+		n := min(enqueueChunkTasks, left)
+		c = &enqueueChunk{k: k, idx: make([]int, 0, n), kinds: make([]byte, 0, n), msgs: make([]string, 0, n)}
+		c.args = append(make([]string, 0, 4+2*n), b.nowArg(), channelEvents, k.name, "")
+		o.c = c
+		bt.chunks = append(bt.chunks, c)
+	}
+	m := p.Msg
+	msg := bt.encode(m)
+	c.idx = append(c.idx, i)
+	c.args = append(c.args, m.ID)
+	c.msgs = append(c.msgs, msg)
+	c.bytes += len(msg)
+	if m.UniqueKey == "" && m.GroupKey == "" && m.Retention <= 0 && p.ProcessAt.IsZero() {
+		c.kinds = append(c.kinds, '.')
+	} else {
+		var at, uttl, upx int64
+		if !p.ProcessAt.IsZero() {
+			at = p.ProcessAt.UnixMilli()
+		}
+		if m.UniqueKey != "" {
+			uttl = ms(m.UniqueTTL)
+			upx = uttl + b.lockSlackMS
+		}
+		c.kinds = append(c.kinds, 'x')
+		c.ext = append(c.ext, bt.itoa(at), m.UniqueKey, bt.itoa(uttl), bt.itoa(upx), m.GroupKey, bt.itoa(ms(m.Retention)))
+	}
+	if len(c.idx) >= enqueueChunkTasks || c.bytes >= enqueueChunkBytes {
+		o.c = nil // the next task of the queue opens a new chunk
+	}
+}
+
+// slot returns the open entry of queue k, adding one for a new queue.
+func (bt *enqueueBatch) slot(k *queueKeys) *openChunk {
+	if bt.byKeys != nil {
+		if j, ok := bt.byKeys[k]; ok {
+			return &bt.open[j]
+		}
+		bt.byKeys[k] = len(bt.open)
+	} else {
+		for j := range bt.open {
+			if bt.open[j].k == k {
+				return &bt.open[j]
+			}
+		}
+		if len(bt.open) == 8 { // many queues: index them
+			bt.byKeys = make(map[*queueKeys]int, 32)
+			for j, o := range bt.open {
+				bt.byKeys[o.k] = j
+			}
+			bt.byKeys[k] = len(bt.open)
+		}
+	}
+	bt.open = append(bt.open, openChunk{k: k})
+	return &bt.open[len(bt.open)-1]
+}
+
+// reserve makes room for n more bytes in the slab. A full slab is left as
+// it is (the strings made from it stay valid: its bytes are never written
+// again) and a new block is started.
+func (bt *enqueueBatch) reserve(n int) {
+	if cap(bt.slab)-len(bt.slab) >= n {
+		return
+	}
+	if bt.block == 0 {
+		bt.block = 4 << 10
+	}
+	bt.slab = make([]byte, 0, max(n, bt.block))
+	bt.block = min(2*bt.block, 256<<10)
+}
+
+// encode encodes m's immutable fields into the slab and returns them as a
+// string sharing its bytes.
+func (bt *enqueueBatch) encode(m *base.TaskMessage) string {
+	bt.reserve(100 + len(m.Type) + len(m.Payload) + len(m.UniqueKey) + len(m.GroupKey)) // fixed part: at most 97 bytes
+	start := len(bt.slab)
+	bt.slab = encodeMessage(bt.slab, m)
+	return unsafe.String(&bt.slab[start], len(bt.slab)-start)
+}
+
+// itoa formats n into the slab.
+func (bt *enqueueBatch) itoa(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	bt.reserve(20)
+	start := len(bt.slab)
+	bt.slab = strconv.AppendInt(bt.slab, n, 10)
+	return unsafe.String(&bt.slab[start], len(bt.slab)-start)
+}
+
+// call returns the chunk's script call.
+func (c *enqueueChunk) call() call {
+	c.args[3] = string(c.kinds)
+	c.args = append(c.args, c.msgs...)
+	c.args = append(c.args, c.ext...)
+	k := c.k
+	return call{
+		s:    scriptEnqBatch,
+		keys: []string{k.pending, k.scheduled, k.task, k.unique, k.group, k.groups},
+		args: c.args,
+	}
+}
+
+// enqueueBatchResult sets the errors of the chunk's tasks from the
+// script's answer: one code per task.
+func (b *Broker) enqueueBatchResult(ps []broker.EnqueueParams, errs []error, c *enqueueChunk, r rueidis.RedisResult) {
+	codes, err := r.ToString()
+	if err == nil && len(codes) != len(c.idx) {
+		err = fmt.Errorf("unexpected reply of %d codes for %d tasks", len(codes), len(c.idx))
+	}
+	for j, i := range c.idx {
+		m := ps[i].Msg
+		if err != nil {
+			errs[i] = b.wrap("enqueue "+m.Queue+"/"+m.ID, err)
+			continue
+		}
+		switch codes[j] {
+		case '2', '3', '7':
+		case 'i':
+			errs[i] = fmt.Errorf("rdb: enqueue %s/%s: %w", m.Queue, m.ID, base.ErrTaskIDConflict)
+		case 'u':
+			errs[i] = fmt.Errorf("rdb: enqueue %s/%s: unique key %q: %w", m.Queue, m.ID, m.UniqueKey, base.ErrDuplicateTask)
+		default:
+			errs[i] = fmt.Errorf("rdb: enqueue %s/%s: unexpected code %q", m.Queue, m.ID, codes[j])
+		}
+	}
 }
 
 func containsKeys(ks []*queueKeys, k *queueKeys) bool {
@@ -80,16 +262,25 @@ func (b *Broker) registerCmd(k *queueKeys) rueidis.Completed {
 	return b.c.B().Sadd().Key(keyQueues).Member(k.name).Build()
 }
 
+// enqueueCheck validates m and returns the keys of its queue; last, when
+// not nil, is the previous task's (a batch's tasks mostly share a queue).
+func (b *Broker) enqueueCheck(m *base.TaskMessage, last *queueKeys) (*queueKeys, error) {
+	if m == nil {
+		return nil, fmt.Errorf("rdb: enqueue: %w: nil message", base.ErrInvalidArgument)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("rdb: enqueue %s/%s: %w", m.Queue, m.ID, err)
+	}
+	if last != nil && last.name == m.Queue && !b.closed.Load() {
+		return last, nil
+	}
+	return b.check("enqueue", m.Queue)
+}
+
 // enqueueCall validates p and builds its script call.
 func (b *Broker) enqueueCall(p broker.EnqueueParams) (*queueKeys, call, error) {
 	m := p.Msg
-	if m == nil {
-		return nil, call{}, fmt.Errorf("rdb: enqueue: %w: nil message", base.ErrInvalidArgument)
-	}
-	if err := m.Validate(); err != nil {
-		return nil, call{}, fmt.Errorf("rdb: enqueue %s/%s: %w", m.Queue, m.ID, err)
-	}
-	k, err := b.check("enqueue", m.Queue)
+	k, err := b.enqueueCheck(m, nil)
 	if err != nil {
 		return nil, call{}, err
 	}

@@ -39,6 +39,7 @@ func loadScript(name string) *script {
 // The scripts; each file's header names its KEYS, ARGV and return values.
 var (
 	scriptEnqueue    = loadScript("enqueue")
+	scriptEnqBatch   = loadScript("enqueue_batch")
 	scriptFetch      = loadScript("fetch")
 	scriptComplete   = loadScript("complete")
 	scriptRetry      = loadScript("retry")
@@ -56,7 +57,7 @@ var (
 
 // allScripts lists every script (for preloading and tests).
 var allScripts = []*script{
-	scriptEnqueue, scriptFetch, scriptComplete, scriptRetry, scriptArchive,
+	scriptEnqueue, scriptEnqBatch, scriptFetch, scriptComplete, scriptRetry, scriptArchive,
 	scriptRequeue, scriptExtend, scriptExpired, scriptResult, scriptForward,
 	scriptPurge, scriptInfo, scriptDelete, scriptInvariants,
 }

@@ -1,0 +1,182 @@
+-- enqueue_batch.lua: stores many new tasks of one queue (a chunk of
+-- EnqueueBatch), each as enqueue.lua would, one after the other in order.
+-- KEYS[1] pending list       KEYS[2] scheduled zset   KEYS[3] task hash prefix
+-- KEYS[4] unique lock prefix KEYS[5] group zset prefix KEYS[6] groups set
+-- ARGV[1] now ms ('' = Redis TIME)   ARGV[2] events channel
+-- ARGV[3] queue name                 ARGV[4] kinds: one byte per task, '.'
+--   plain (pending now; no unique key, group or retention), 'x' any other
+-- ARGV[5 .. 4+n] the n task IDs, ARGV[5+n .. 4+2n] their messages (codec),
+-- then 6 arguments per 'x' task, in task order: process-at ms (0 = now),
+-- unique key ('' = none), unique TTL ms, lock PX ms (cleanup only), group
+-- key ('' = none), retention ms.
+-- Returns a string of one code per task: '2' pending, '3' scheduled,
+-- '7' aggregating, 'i' the task ID is taken, 'u' the unique lock is held.
+-- A task sees the tasks stored before it in the chunk (an ID or a unique
+-- key used twice: the first one stored wins). A refused task writes
+-- nothing.
+-- Costs: a plain task one HSETNX (its ID check and its write, as in
+-- enqueue.lua); any other task an EXISTS (which also sees the IDs stored
+-- earlier in the chunk) and an HSET, plus the SET of its lock; the locks
+-- are read with one MGET first. The lists are written once per chunk: one
+-- LPUSH, one ZADD, one ZADD per group, one SADD. Publishes r:<queue> once
+-- when pending went from empty to not empty and s:<queue> once when a task
+-- of the chunk became the earliest scheduled one.
+-- No task is left half written by an error: MGET and EXISTS do not fail;
+-- HSETNX is called with pcall, WRONGTYPE (a key of another type holds the
+-- task's name) is a taken ID, and OOM or a write ban can only refuse the
+-- first write of a script, before anything was written (the script then
+-- ends with that error). As in enqueue.lua, only a pending, scheduled,
+-- group or groups key of another type would fail a write after others.
+local kinds = ARGV[4]
+local n = #kinds
+local tprefix = KEYS[3]
+local m0 = 4 + n -- ARGV[m0 + i] is the message of task i
+local tk = {}
+for i = 1, n do tk[i] = tprefix .. ARGV[4 + i] end
+
+-- Reads.
+local xb -- task index -> ARGV index of its first 'x' argument
+local now
+local locks = {} -- task index -> value of its lock (false: none)
+if string.find(kinds, 'x', 1, true) then
+  xb = {}
+  local lkeys, li = {}, {}
+  local need_now = false
+  local b = 5 + 2 * n
+  for i = 1, n do
+    if string.byte(kinds, i) ~= 46 then -- not '.'
+      xb[i] = b
+      if ARGV[b + 1] ~= '' then
+        lkeys[#lkeys + 1] = KEYS[4] .. ARGV[b + 1]
+        li[#li + 1] = i
+        need_now = true
+      elseif ARGV[b + 4] ~= '' or ARGV[b] ~= '0' then
+        need_now = true
+      end
+      b = b + 6
+    end
+  end
+  if need_now then now = now_ms(ARGV[1]) end
+  for a = 1, #lkeys, 4000 do
+    local vals = redis.call('MGET', unpack(lkeys, a, math.min(a + 3999, #lkeys)))
+    for x = 1, #vals do locks[li[a + x - 1]] = vals[x] end
+  end
+end
+
+-- Each task in order: its checks, then its writes.
+local pend, np = {}, 0
+local sched, sched_ids = {}, {}
+local groups, gnames = {}, {}
+local claimed = {} -- unique key -> true once a task of the chunk holds it
+local codes -- nil while every task so far was stored as pending
+for i = 1, n do
+  local c
+  local b = xb and xb[i]
+  if not b then
+    local r = redis.pcall('HSETNX', tk[i], 'm', ARGV[m0 + i])
+    if r == 1 then
+      c = '2'
+      np = np + 1
+      pend[np] = ARGV[4 + i]
+    elseif r == 0 or string.sub(r.err, 1, 9) == 'WRONGTYPE' then
+      c = 'i'
+    else
+      return r -- refused before the first write: nothing was written
+    end
+  elseif redis.call('EXISTS', tk[i]) == 1 then
+    c = 'i'
+  else
+    local id = ARGV[4 + i]
+    local ukey, gkey, ret = ARGV[b + 1], ARGV[b + 4], ARGV[b + 5]
+    local held = false
+    if ukey ~= '' then
+      if claimed[ukey] then
+        held = true
+      else
+        local v = locks[i]
+        if v then
+          local exp = tonumber(string.sub(v, 1, (string.find(v, ':', 1, true) or 1) - 1))
+          if exp and exp > now then held = true end
+        end
+      end
+    end
+    if held then
+      c = 'u'
+    else
+      local at = tonumber(ARGV[b])
+      if gkey ~= '' then
+        c = '7'
+      elseif at > 0 and at > now then
+        c = '3'
+      else
+        c = '2'
+      end
+      local h = {'m', ARGV[m0 + i]}
+      if c ~= '2' then
+        h[3] = 's'
+        h[4] = c
+      end
+      if ukey ~= '' then
+        h[#h + 1] = 'u'
+        h[#h + 1] = ukey
+        claimed[ukey] = true
+        redis.call('SET', KEYS[4] .. ukey, istr(now + tonumber(ARGV[b + 2])) .. ':' .. id, 'PX', ARGV[b + 3])
+      end
+      if ret ~= '0' then
+        h[#h + 1] = 'R'
+        h[#h + 1] = ret
+      end
+      if c == '7' then
+        h[#h + 1] = 'g'
+        h[#h + 1] = gkey
+      end
+      redis.call('HSET', tk[i], unpack(h))
+      if c == '7' then
+        local g = groups[gkey]
+        if not g then
+          g = {}
+          groups[gkey] = g
+          gnames[#gnames + 1] = gkey
+        end
+        g[#g + 1] = now
+        g[#g + 1] = id
+      elseif c == '3' then
+        sched[#sched + 1] = ARGV[b]
+        sched[#sched + 1] = id
+        sched_ids[id] = true
+      else
+        np = np + 1
+        pend[np] = id
+      end
+    end
+  end
+  if c ~= '2' and not codes then
+    codes = {}
+    for x = 1, i - 1 do codes[x] = '2' end
+  end
+  if codes then codes[i] = c end
+end
+
+if np > 0 then
+  -- LPUSH a b c pushes a first, as one LPUSH per task would.
+  local was_empty = false
+  for a = 1, np, 4000 do
+    local e = math.min(a + 3999, np)
+    local len = redis.call('LPUSH', KEYS[1], unpack(pend, a, e))
+    if a == 1 then was_empty = len == e end
+  end
+  if was_empty then redis.call('PUBLISH', ARGV[2], 'r:' .. ARGV[3]) end
+end
+if #sched > 0 then
+  call_many('ZADD', KEYS[2], sched)
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0)
+  if head[1] and sched_ids[head[1]] then
+    redis.call('PUBLISH', ARGV[2], 's:' .. ARGV[3])
+  end
+end
+for _, gkey in ipairs(gnames) do
+  call_many('ZADD', KEYS[5] .. gkey, groups[gkey])
+end
+if #gnames > 0 then call_many('SADD', KEYS[6], gnames) end
+if codes then return table.concat(codes) end
+return string.rep('2', n)
