@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
 )
@@ -132,7 +131,7 @@ func (c *Client) prepare(task *Task, opts []Option) (broker.EnqueueParams, *Task
 	}
 	id := o.taskID
 	if id == "" {
-		id = uuid.NewString()
+		id = newTaskID()
 	}
 	msg := &base.TaskMessage{
 		ID:        id,
