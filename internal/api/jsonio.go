@@ -46,8 +46,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // syntax are ErrInvalidArgument errors naming what is wrong; a body over
 // the limit is an *http.MaxBytesError.
 func (h *handler) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
-	dec := json.NewDecoder(body)
+	return decodeFrom(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), v)
+}
+
+// decodeFrom reads one JSON value from rd into v, as decodeJSON.
+func decodeFrom(rd io.Reader, v any) error {
+	dec := json.NewDecoder(rd)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)

@@ -1,0 +1,143 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// specBodies are bodies of a single enqueue, read and unread by the fast
+// path.
+var specBodies = []string{
+	`{"type":"a","payload":{"i":1,"d":"x"}}`,
+	` { "type" : "a" , "payload" : [1, 2.5e3, "s\"}]", true, false, null, {"k":{}}] } `,
+	`{"type":"a","payload":"a string with \\ escapes \u00e9"}`,
+	`{"type":"a","payload":12}`, `{"type":"a","payload":-0.5}`, `{"type":"a","payload":true}`,
+	`{"type":"a","payload":null}`, `{"type":"a","payload_base64":"AAEC"}`,
+	`{"type":"a","payload":{"n":1},"options":{"max_retry":3,"delay":"1m","unique":90,"task_id":"x","group":"g","retention":"1h","timeout":"5s"}}`,
+	`{"type":"a","options":{"process_at":"2030-01-02T03:04:05.5Z","deadline":"2031-01-02T03:04:05+02:00"}}`,
+	`{"type":"a","options":null}`, `{"type":"a","options":{"nope":1}}`, `{"type":"a","options":{"max_retry":"x"}}`,
+	`{"url":"http://example.com/x","method":"put","headers":{"A":"b"},"body":"hello","timeout_ms":1500}`,
+	`{"url":"http://example.com/x","body_base64":"AAEC","variable":{"interval_s":2}}`,
+	`{"url":"http://example.com/x","headers":null,"body":null}`, `{"url":"http://example.com/x","timeout_ms":1.5}`,
+	`{"url":"http://example.com/x","timeout_ms":99999999999999999999}`, `{"url":"http://example.com/x","variable":{"x":1}}`,
+	`{"Type":"a"}`, `{"type":"a","type":"b"}`, `{"type":"a\u00e9"}`, `{"type":1}`, `{"type":null}`, `{"typo":"a"}`,
+	`{}`, `[]`, `"x"`, `null`, ``, ` `, `{"type":"a"} x`, `{"type":"a"}{}`, `{"type":"a"`, `{"type":"a",}`,
+	`{"type":"a","payload":{"i":1}}` + "\n",
+}
+
+// decodeStd decodes body as decodeJSON does.
+func decodeStd(body []byte, v any) error { return decodeFrom(bytes.NewReader(body), v) }
+
+// TestFastSpecMatchesEncodingJSON: whatever the fast path reads, it reads
+// as encoding/json does.
+func TestFastSpecMatchesEncodingJSON(t *testing.T) {
+	fast := 0
+	for _, body := range specBodies {
+		var want TaskSpec
+		wantErr := decodeStd([]byte(body), &want)
+		if !json.Valid([]byte(body)) {
+			if wantErr == nil {
+				t.Errorf("%s: encoding/json takes an invalid body", body)
+			}
+			continue
+		}
+		var got TaskSpec
+		p := parser{b: []byte(body)}
+		p.ws()
+		if !p.spec(&got) {
+			continue
+		}
+		fast++
+		if wantErr != nil {
+			t.Errorf("%s: fast path took a body encoding/json refuses (%v)", body, wantErr)
+			continue
+		}
+		if !reflect.DeepEqual(normSpec(got), normSpec(want)) {
+			t.Errorf("%s:\n fast %+v\n std  %+v", body, got, want)
+		}
+	}
+	if fast < 10 {
+		t.Errorf("fast path read only %d bodies", fast)
+	}
+}
+
+// normSpec makes an empty payload nil (encoding/json leaves a missing one
+// nil as the fast path does; this only guards against []byte{} vs nil).
+func normSpec(s TaskSpec) TaskSpec {
+	if len(s.Payload) == 0 {
+		s.Payload = nil
+	}
+	return s
+}
+
+func TestFastBatchMatchesEncodingJSON(t *testing.T) {
+	var elems []string
+	for _, b := range specBodies {
+		if strings.HasPrefix(strings.TrimSpace(b), "{") && json.Valid([]byte(b)) {
+			elems = append(elems, b)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	bodies := []string{`{"tasks":[]}`, `{"tasks":null}`, `{}`, `{"tasks":[1]}`, `{"tasks":[{"type":"a"}],"x":1}`,
+		`{"tasks":[{"type":"a"}],"tasks":[]}`, `{"Tasks":[{"type":"a"}]}`, ` {"tasks" : [ {"type":"a"} , {"type":"b"} ] } `}
+	for range 200 {
+		n := 1 + r.IntN(6)
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = elems[r.IntN(len(elems))]
+		}
+		bodies = append(bodies, `{"tasks":[`+strings.Join(parts, ",")+`]}`)
+	}
+	fast := 0
+	for _, body := range bodies {
+		var want batchRequest
+		wantErr := decodeStd([]byte(body), &want)
+		var got batchRequest
+		p := parser{b: []byte(body)}
+		p.ws()
+		if !json.Valid([]byte(body)) || !p.batch(&got) {
+			continue
+		}
+		fast++
+		if wantErr != nil {
+			t.Errorf("%s: fast path took a body encoding/json refuses (%v)", body, wantErr)
+			continue
+		}
+		if len(got.Tasks) != len(want.Tasks) {
+			t.Errorf("%s: %d tasks, want %d", body, len(got.Tasks), len(want.Tasks))
+			continue
+		}
+		for i := range got.Tasks {
+			if !reflect.DeepEqual(normSpec(got.Tasks[i]), normSpec(want.Tasks[i])) {
+				t.Errorf("%s: task %d:\n fast %+v\n std  %+v", body, i, got.Tasks[i], want.Tasks[i])
+			}
+		}
+	}
+	if fast < 20 {
+		t.Errorf("fast path read only %d bodies", fast)
+	}
+}
+
+// TestAppendEnqueuedMatchesEncodingJSON: the answers written by hand are
+// those encoding/json writes.
+func TestAppendEnqueuedMatchesEncodingJSON(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 120000000, time.UTC)
+	whole := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, r := range []enqueueResponse{
+		{ID: "0b6e1c8e-1d1a-4bfa-8f1f-3a1b2c3d4e5f", Queue: "q", Type: "t", State: "pending", NextProcessAt: &at},
+		{ID: "x", Queue: "q", Type: "t", State: "scheduled", NextProcessAt: &whole},
+		{ID: "<&>", Queue: "é", Type: "a\"b\\c\n\x01\u2028", State: "aggregating"},
+	} {
+		var want bytes.Buffer
+		_ = json.NewEncoder(&want).Encode(r)
+		got := append(appendEnqueued(nil, &r), '\n')
+		if string(got) != want.String() {
+			t.Errorf("\n got %s want %s", got, want.String())
+		}
+	}
+}
