@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -147,14 +148,7 @@ func (p *parser) value() []byte {
 		c := p.b[p.i]
 		switch c {
 		case '"':
-			p.i++
-			for p.i < len(p.b) && p.b[p.i] != '"' {
-				if p.b[p.i] == '\\' {
-					p.i++
-				}
-				p.i++
-			}
-			p.i++
+			p.skipString()
 		case '{', '[':
 			depth++
 			p.i++
@@ -177,6 +171,30 @@ func (p *parser) value() []byte {
 		}
 	}
 	return p.b[start:p.i]
+}
+
+// skipString moves past the string that starts at p.i.
+func (p *parser) skipString() {
+	i := p.i + 1
+	for {
+		j := bytes.IndexByte(p.b[i:], '"')
+		if j < 0 {
+			p.i = len(p.b)
+			return
+		}
+		i += j
+		// The quote ends the string unless an odd number of
+		// backslashes escapes it.
+		k := i
+		for k > p.i+1 && p.b[k-1] == '\\' {
+			k--
+		}
+		i++
+		if (i-1-k)%2 == 0 {
+			p.i = i
+			return
+		}
+	}
 }
 
 // open reads the '{' of an object.
@@ -338,6 +356,7 @@ func (p *parser) batch(req *batchRequest) bool {
 		return false
 	}
 	seen := false
+	start := 0
 	for first := true; ; first = false {
 		key, end, ok := p.key(first)
 		if !ok {
@@ -350,35 +369,28 @@ func (p *parser) batch(req *batchRequest) bool {
 			return false
 		}
 		seen = true
-		// Count the elements first so that the slice is made once.
-		start := p.i
 		p.i++
-		n := 0
-		if p.peek() != ']' {
-			for {
-				p.value()
-				n++
-				if p.peek() != ',' {
-					break
-				}
-				p.i++
-			}
-		}
-		p.i = start + 1
-		req.Tasks = make([]TaskSpec, n)
-		for k := range n {
+		req.Tasks = []TaskSpec{}
+		for k := 0; p.peek() != ']'; k++ {
 			if k > 0 {
 				if p.peek() != ',' {
 					return false
 				}
 				p.i++
 			}
+			if k == 1 {
+				// Size the slice from the first task's length, so
+				// that it is seldom grown.
+				first := p.i - start
+				req.Tasks = slices.Grow(req.Tasks, 2+(len(p.b)-p.i)/max(first, 1))
+			}
+			if k == 0 {
+				start = p.i
+			}
+			req.Tasks = append(req.Tasks, TaskSpec{})
 			if !p.spec(&req.Tasks[k]) {
 				return false
 			}
-		}
-		if p.peek() != ']' {
-			return false
 		}
 		p.i++
 	}

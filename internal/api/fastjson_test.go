@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/htqueue/htq/internal/queuemeta"
 )
 
 // specBodies are bodies of a single enqueue, read and unread by the fast
@@ -16,6 +18,7 @@ var specBodies = []string{
 	`{"type":"a","payload":{"i":1,"d":"x"}}`,
 	` { "type" : "a" , "payload" : [1, 2.5e3, "s\"}]", true, false, null, {"k":{}}] } `,
 	`{"type":"a","payload":"a string with \\ escapes \u00e9"}`,
+	`{"type":"a","payload":["x\\",{"k":"\\\"}"},"\\\\"],"payload_base64":"AA=="}`, `{"type":"a","payload":"\\"}`,
 	`{"type":"a","payload":12}`, `{"type":"a","payload":-0.5}`, `{"type":"a","payload":true}`,
 	`{"type":"a","payload":null}`, `{"type":"a","payload_base64":"AAEC"}`,
 	`{"type":"a","payload":{"n":1},"options":{"max_retry":3,"delay":"1m","unique":90,"task_id":"x","group":"g","retention":"1h","timeout":"5s"}}`,
@@ -139,5 +142,33 @@ func TestAppendEnqueuedMatchesEncodingJSON(t *testing.T) {
 		if string(got) != want.String() {
 			t.Errorf("\n got %s want %s", got, want.String())
 		}
+	}
+}
+
+func TestDueTime(t *testing.T) {
+	due := time.Date(2030, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
+	ut := &queuemeta.URLTask{URL: "http://example.com/", Method: "POST", Headers: map[string]string{"process_at": "no"}}
+	payload, err := ut.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := DueTime(payload); ok {
+		t.Errorf("due time found in %s", payload)
+	}
+	with := WithDueTime(payload, due)
+	got, ok := DueTime(with)
+	if !ok || !got.Equal(due) {
+		t.Errorf("DueTime(%s) = %v, %v", with, got, ok)
+	}
+	back, err := queuemeta.DecodeURLTask(with)
+	if err != nil || !reflect.DeepEqual(back, ut) {
+		t.Errorf("DecodeURLTask(%s) = %+v, %v", with, back, err)
+	}
+	if got := WithoutDueTime(with); string(got) != string(payload) {
+		t.Errorf("WithoutDueTime(%s) = %s", with, got)
+	}
+	empty := WithDueTime([]byte(`{}`), due)
+	if _, ok := DueTime(empty); !ok || !json.Valid(empty) || string(WithoutDueTime(empty)) != `{}` {
+		t.Errorf("WithDueTime({}) = %s", empty)
 	}
 }
