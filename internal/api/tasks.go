@@ -90,6 +90,20 @@ func (s *TaskSpec) checkKind() error {
 	return nil
 }
 
+// dueTime is when a task with these options is due, when they make it
+// wait: process_at, or now plus a positive delay.
+func (o *TaskOptions) dueTime() (time.Time, bool) {
+	switch {
+	case o == nil:
+		return time.Time{}, false
+	case o.ProcessAt != nil:
+		return *o.ProcessAt, true
+	case o.Delay != nil && *o.Delay > 0:
+		return time.Now().Add(time.Duration(*o.Delay)), true
+	}
+	return time.Time{}, false
+}
+
 // options converts the options (without the queue) to htq's.
 func (o *TaskOptions) options(dst []htq.Option) ([]htq.Option, error) {
 	if o == nil {
@@ -197,6 +211,9 @@ func buildTask(s *TaskSpec, q *queuemeta.Queue) (*htq.Task, []htq.Option, *queue
 	payload, err := ut.Encode()
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if due, ok := s.Options.dueTime(); ok {
+		payload = WithDueTime(payload, due)
 	}
 	return htq.NewTask(queuemeta.TypeURL, payload), opts, ut, nil
 }
@@ -439,10 +456,14 @@ func newTaskJSON(info *htq.TaskInfo) *taskJSON {
 		Deadline: timePtr(info.Deadline), Group: info.Group, NextProcessAt: timePtr(info.NextProcessAt),
 		IsOrphaned: info.IsOrphaned, RetentionMS: info.Retention.Milliseconds(), CompletedAt: timePtr(info.CompletedAt),
 	}
-	if raw, ok := rawJSON(info.Payload); ok {
+	payload := info.Payload
+	if info.Type == queuemeta.TypeURL {
+		payload = WithoutDueTime(payload)
+	}
+	if raw, ok := rawJSON(payload); ok {
 		t.Payload = raw
-	} else if len(info.Payload) > 0 {
-		t.PayloadBase64 = base64.StdEncoding.EncodeToString(info.Payload)
+	} else if len(payload) > 0 {
+		t.PayloadBase64 = base64.StdEncoding.EncodeToString(payload)
 	}
 	if raw, ok := rawJSON(info.Result); ok {
 		t.Result = raw

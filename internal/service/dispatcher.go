@@ -133,6 +133,13 @@ func (x *executor) ProcessTask(ctx context.Context, t *htq.Task) error {
 	}
 
 	start := time.Now()
+	if retried == 0 {
+		// A retry is due at its backoff, not at the time the task
+		// carries.
+		if due, ok := api.DueTime(t.Payload()); ok {
+			x.metrics.ObserveLateness(queue, start.Sub(due))
+		}
+	}
 	res, derr := x.disp.Dispatch(ctx, req)
 	if res != nil {
 		x.writeResult(t, res)
@@ -233,6 +240,7 @@ func (x *executor) scheduleNext(ctx context.Context, q *queuemeta.Queue, p *queu
 	if err != nil {
 		return fmt.Errorf("task %s: next run: %w", id, err)
 	}
+	payload = api.WithDueTime(payload, time.Now().Add(next))
 	_, err = x.client.EnqueueContext(context.WithoutCancel(ctx), htq.NewTask(queuemeta.TypeURL, payload),
 		htq.Queue(q.Name), htq.TaskID(nextRunID(id)), htq.ProcessIn(next), htq.MaxRetry(maxRetry),
 		htq.Retention(variableRunRetention))

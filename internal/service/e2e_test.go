@@ -435,3 +435,31 @@ func TestVariableRepeatedRunNoDouble(t *testing.T) {
 		}
 	})
 }
+
+// A URL task that waits (delay or process_at) reports how late it started
+// in htq_dispatch_lateness_seconds; one due at once does not.
+func TestDispatchLateness(t *testing.T) {
+	backends(t, func(t *testing.T, broker string) {
+		svc := startService(t, testConfig(t, broker))
+		c := newClient(t, svc.URL(), testToken)
+		tg := newTarget(t)
+		c.enqueue("late", urlTask(tg.URL+"/now", nil))
+		tg.next(t, 10*time.Second)
+		c.enqueue("late", urlTask(tg.URL+"/later", map[string]any{"options": map[string]any{"delay": "300ms"}}))
+		if h := tg.next(t, 10*time.Second); h.path != "/later" {
+			t.Fatalf("target got %s", h.path)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		want := `htq_dispatch_lateness_seconds_count{queue="late"} 1` + "\n"
+		for {
+			_, metrics := c.call("GET", "/metrics", nil, nil)
+			if strings.Contains(string(metrics), want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/metrics lacks %s", want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
