@@ -47,6 +47,7 @@ type config struct {
 	payload                                     int
 	maxDuration                                 time.Duration
 	serveLog                                    string
+	client                                      string
 }
 
 func main() {
@@ -70,6 +71,7 @@ func main() {
 	flag.IntVar(&c.payload, "payload", 100, "bytes of payload per task")
 	flag.DurationVar(&c.maxDuration, "max-duration", 90*time.Second, "bound of each scenario's timed part")
 	flag.StringVar(&c.serveLog, "serve-log", "", "file for htq serve's standard error (default: discarded)")
+	flag.StringVar(&c.client, "client", "raw", "HTTP client of the enqueue scenarios: raw (a minimal HTTP/1.1 keep-alive client, less CPU) or nethttp (net/http)")
 	flag.StringVar(&summarize, "summarize", "", "print the medians of a JSON-lines file as a Markdown table and exit")
 	flag.Parse()
 	if summarize != "" {
@@ -80,6 +82,9 @@ func main() {
 	}
 	if c.htqBin == "" {
 		fatal("-htq is required (build it with: go build -o bench/serve/bin/htq ./cmd/htq)")
+	}
+	if c.client != "raw" && c.client != "nethttp" {
+		fatal("-client %q: want raw or nethttp", c.client)
 	}
 	if c.backend != "redis" && c.backend != "file" {
 		fatal("-backend %q: want redis or file", c.backend)
@@ -131,6 +136,7 @@ const token = "servebench-token-0123456789"
 
 // service is a running htq serve with its storage.
 type service struct {
+	addr    string // host:port
 	base    string
 	hc      *http.Client
 	stop    func()
@@ -206,7 +212,7 @@ func withService(c config, concurrency int, fn func(*service) error) error {
 			<-exited
 		}
 	})
-	sv := &service{base: "http://" + addr, backend: c.backend, hc: &http.Client{
+	sv := &service{addr: addr, base: "http://" + addr, backend: c.backend, hc: &http.Client{
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64, DisableCompression: true},
 		Timeout:   60 * time.Second,
 	}}
@@ -294,6 +300,10 @@ func scenarioEnqueue(c config, sv *service) error {
 	for i := range bodies {
 		bodies[i], _ = json.Marshal(typedTask(c.payload, i))
 	}
+	rawReqs := make([][]byte, len(bodies))
+	for i, b := range bodies {
+		rawReqs[i] = rawRequest("POST", sv.addr, "/v1/queues/"+q+"/tasks", b)
+	}
 	phase := func(n int) (time.Duration, []time.Duration, error) {
 		var next atomic.Int64
 		lat := make([][]time.Duration, c.conns)
@@ -306,13 +316,26 @@ func scenarioEnqueue(c config, sv *service) error {
 			wg.Add(1)
 			go func(g int) {
 				defer wg.Done()
+				rc := newRawConn(sv.addr, 30*time.Second)
+				defer rc.close()
 				for ctx.Err() == nil {
 					i := next.Add(1)
 					if i > int64(n) {
 						return
 					}
 					t0 := time.Now()
-					if err := sv.call(hc, "POST", "/v1/queues/"+q+"/tasks", bodies[i%64], http.StatusCreated, nil); err != nil {
+					var err error
+					if c.client == "raw" {
+						var status int
+						var body []byte
+						status, body, err = rc.do(rawReqs[i%64])
+						if err == nil && status != http.StatusCreated {
+							err = fmt.Errorf("POST /v1/queues/%s/tasks: status %d: %.300s", q, status, body)
+						}
+					} else {
+						err = sv.call(hc, "POST", "/v1/queues/"+q+"/tasks", bodies[i%64], http.StatusCreated, nil)
+					}
+					if err != nil {
 						errs <- err
 						return
 					}
@@ -343,7 +366,7 @@ func scenarioEnqueue(c config, sv *service) error {
 	p50, p99 := percentiles(lat)
 	emit(c, "serve-enqueue", map[string]any{
 		"metric": "requests_per_s", "value": round(float64(done) / elapsed.Seconds()),
-		"n": done, "conns": c.conns, "payload": c.payload, "seconds": round(elapsed.Seconds()),
+		"n": done, "conns": c.conns, "payload": c.payload, "seconds": round(elapsed.Seconds()), "client": c.client,
 		"truncated": done < c.nSingle, "p50_ms": p50, "p99_ms": p99,
 	})
 	return nil
@@ -361,6 +384,7 @@ func scenarioBatch(c config, sv *service) error {
 		tasks[i] = typedTask(c.payload, i)
 	}
 	body, _ := json.Marshal(map[string]any{"tasks": tasks})
+	rawReq := rawRequest("POST", sv.addr, "/v1/queues/"+q+"/tasks/batch", body)
 	phase := func(calls int) (time.Duration, int, []time.Duration, error) {
 		var next atomic.Int64
 		var mu sync.Mutex
@@ -374,20 +398,41 @@ func scenarioBatch(c config, sv *service) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				rc := newRawConn(sv.addr, 60*time.Second)
+				defer rc.close()
 				for ctx.Err() == nil {
 					if next.Add(1) > int64(calls) {
 						return
 					}
 					t0 := time.Now()
-					var resp struct {
-						Enqueued int `json:"enqueued"`
+					var enqueued int
+					if c.client == "raw" {
+						status, data, err := rc.do(rawReq)
+						if err == nil && status != http.StatusCreated {
+							err = fmt.Errorf("POST /v1/queues/%s/tasks/batch: status %d: %.300s", q, status, data)
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+						n, ok := enqueuedCount(data)
+						if !ok {
+							errs <- fmt.Errorf("batch answer %.300s", data)
+							return
+						}
+						enqueued = n
+					} else {
+						var resp struct {
+							Enqueued int `json:"enqueued"`
+						}
+						if err := sv.call(hc, "POST", "/v1/queues/"+q+"/tasks/batch", body, http.StatusCreated, &resp); err != nil {
+							errs <- err
+							return
+						}
+						enqueued = resp.Enqueued
 					}
-					if err := sv.call(hc, "POST", "/v1/queues/"+q+"/tasks/batch", body, http.StatusCreated, &resp); err != nil {
-						errs <- err
-						return
-					}
-					if resp.Enqueued != c.batch {
-						errs <- fmt.Errorf("batch enqueued %d of %d", resp.Enqueued, c.batch)
+					if enqueued != c.batch {
+						errs <- fmt.Errorf("batch enqueued %d of %d", enqueued, c.batch)
 						return
 					}
 					mu.Lock()
@@ -414,7 +459,7 @@ func scenarioBatch(c config, sv *service) error {
 	p50, p99 := percentiles(lat)
 	emit(c, "serve-enqueue-batch", map[string]any{
 		"metric": "tasks_per_s", "value": round(float64(n) / elapsed.Seconds()),
-		"n": n, "batch": c.batch, "conns": c.batchConns, "payload": c.payload, "seconds": round(elapsed.Seconds()),
+		"n": n, "batch": c.batch, "conns": c.batchConns, "payload": c.payload, "seconds": round(elapsed.Seconds()), "client": c.client,
 		"truncated": n < c.nBatch/c.batch*c.batch, "call_p50_ms": p50, "call_p99_ms": p99,
 	})
 	return nil
