@@ -238,3 +238,33 @@ func BenchmarkPendingChurn(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPendingList is the pending structure alone under FIFO churn: one
+// task joins at the back (Enqueue) and the first leaves (Fetch) per op, with
+// backlog tasks waiting; a requeue (to the front) and its fetch every 16th.
+func BenchmarkPendingList(b *testing.B) {
+	for _, backlog := range []int{1_000, bigQueueSize} {
+		b.Run(fmt.Sprintf("backlog=%d", backlog), func(b *testing.B) {
+			tasks := make([]task, backlog+1)
+			l := &pendingList{}
+			seq := uint64(0)
+			for i := range backlog {
+				seq++
+				tasks[i].seq = seq
+				l.pushBack(&tasks[i])
+			}
+			x := &tasks[backlog]
+			b.ResetTimer()
+			for i := range b.N {
+				seq++
+				x.seq = seq
+				l.pushBack(x)
+				x = l.popFront()
+				if i%16 == 0 {
+					l.pushFront(x)
+					x = l.popFront()
+				}
+			}
+		})
+	}
+}
