@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"github.com/redis/rueidis"
@@ -137,7 +138,7 @@ func (bt *enqueueBatch) add(k *queueKeys, i int, left int) {
 	} else {
 		var at, uttl, upx int64
 		if !p.ProcessAt.IsZero() {
-			at = p.ProcessAt.UnixMilli()
+			at = ceilMS(p.ProcessAt)
 		}
 		if m.UniqueKey != "" {
 			uttl = ms(m.UniqueTTL)
@@ -286,7 +287,7 @@ func (b *Broker) enqueueCall(p broker.EnqueueParams) (*queueKeys, call, error) {
 	}
 	var at int64
 	if !p.ProcessAt.IsZero() {
-		at = p.ProcessAt.UnixMilli()
+		at = ceilMS(p.ProcessAt)
 	}
 	var uttl, upx int64
 	if m.UniqueKey != "" {
@@ -324,4 +325,15 @@ func (b *Broker) enqueueResult(m *base.TaskMessage, r rueidis.RedisResult) error
 		return fmt.Errorf("rdb: enqueue %s/%s: unique key %q: %w", m.Queue, m.ID, m.UniqueKey, base.ErrDuplicateTask)
 	}
 	return nil
+}
+
+// ceilMS is t in Unix milliseconds rounded up, so that a due time kept at
+// millisecond resolution is never before the instant the caller asked for
+// (the storage clock's now is read rounded down).
+func ceilMS(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.UnixNano()%int64(time.Millisecond) > 0 {
+		ms++
+	}
+	return ms
 }
