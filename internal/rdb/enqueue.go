@@ -285,6 +285,13 @@ func (b *Broker) enqueueCall(p broker.EnqueueParams) (*queueKeys, call, error) {
 	if err != nil {
 		return nil, call{}, err
 	}
+	if m.UniqueKey == "" && m.GroupKey == "" && m.Retention <= 0 && p.ProcessAt.IsZero() {
+		return k, call{
+			s:    scriptEnqPlain,
+			keys: []string{k.taskKey(m.ID), k.pending},
+			args: []string{encodeString(m), m.ID, channelEvents, k.name},
+		}, nil
+	}
 	var at int64
 	if !p.ProcessAt.IsZero() {
 		at = ceilMS(p.ProcessAt)

@@ -27,11 +27,20 @@ func loadScript(name string) *script {
 	if err != nil {
 		panic("rdb: " + err.Error()) // the files are embedded: cannot happen
 	}
+	return newScript(name, string(lib)+"\n")
+}
+
+// loadScriptAlone loads a script of lua/ without lib.lua, for the hottest
+// paths, where building the library's functions on each call would cost
+// more than the script's own work.
+func loadScriptAlone(name string) *script { return newScript(name, "") }
+
+func newScript(name, prefix string) *script {
 	body, err := luaFiles.ReadFile("lua/" + name + ".lua")
 	if err != nil {
-		panic("rdb: " + err.Error())
+		panic("rdb: " + err.Error()) // the files are embedded: cannot happen
 	}
-	src := string(lib) + "\n" + string(body)
+	src := prefix + string(body)
 	sum := sha1.Sum([]byte(src))
 	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
 }
@@ -39,6 +48,7 @@ func loadScript(name string) *script {
 // The scripts; each file's header names its KEYS, ARGV and return values.
 var (
 	scriptEnqueue    = loadScript("enqueue")
+	scriptEnqPlain   = loadScriptAlone("enqueue_plain")
 	scriptEnqBatch   = loadScript("enqueue_batch")
 	scriptFetch      = loadScript("fetch")
 	scriptComplete   = loadScript("complete")
@@ -57,7 +67,7 @@ var (
 
 // allScripts lists every script (for preloading and tests).
 var allScripts = []*script{
-	scriptEnqueue, scriptEnqBatch, scriptFetch, scriptComplete, scriptRetry, scriptArchive,
+	scriptEnqueue, scriptEnqPlain, scriptEnqBatch, scriptFetch, scriptComplete, scriptRetry, scriptArchive,
 	scriptRequeue, scriptExtend, scriptExpired, scriptResult, scriptForward,
 	scriptPurge, scriptInfo, scriptDelete, scriptInvariants,
 }

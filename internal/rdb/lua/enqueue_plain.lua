@@ -1,0 +1,15 @@
+-- enqueue_plain.lua: stores one new task that goes straight to pending and
+-- has no unique key, group, due time or retention (the common Enqueue),
+-- exactly as enqueue.lua would, with no library prepended (lib.lua's
+-- functions would be built on every call).
+-- KEYS[1] task hash   KEYS[2] pending list
+-- ARGV[1] message (codec)   ARGV[2] task ID
+-- ARGV[3] events channel    ARGV[4] queue name
+-- Returns 2 (pending), or -1 when the task ID is taken (nothing written).
+-- HSETNX is both the ID check and the first write; publishes r:<queue>
+-- when pending went from empty to one task.
+if redis.call('HSETNX', KEYS[1], 'm', ARGV[1]) == 0 then return -1 end
+if redis.call('LPUSH', KEYS[2], ARGV[2]) == 1 then
+  redis.call('PUBLISH', ARGV[3], 'r:' .. ARGV[4])
+end
+return 2
