@@ -56,7 +56,7 @@ func newRootCmd(stdout, stderr io.Writer, lookupEnv func(string) (string, bool))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newServeCmd(stdout, stderr, lookupEnv), newVersionCmd(stdout))
+	root.AddCommand(newServeCmd(stdout, stderr, lookupEnv), newVersionCmd(stdout), newRecoverCmd(stdout))
 	return root
 }
 

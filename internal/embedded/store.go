@@ -14,7 +14,7 @@ import (
 
 // ErrCorrupt marks a data file that cannot be read: damaged, truncated or
 // not an htq file. The error names the file; see RecoverFile.
-var ErrCorrupt = errors.New("htq: data file is corrupt or unreadable")
+var ErrCorrupt = errors.New("htq: data file is corrupt or unreadable (`htq recover SRC DST` copies what can still be read into a new directory)")
 
 // batch is the set of changes one commit writes: the records that changed
 // since the last commit, the queue entries and scheduler claims that changed
