@@ -11,9 +11,9 @@ import (
 
 func TestPullWorkerRoundTrip(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.must(http.StatusCreated, "POST", "/v1/queues/work/tasks", map[string]any{"type": "resize", "payload": map[string]int{"w": 10}, "options": map[string]any{"retention": "1h", "max_retry": 1}}, nil)
+		e.must(http.StatusCreated, "POST", "/v1/queues/jobs/tasks", map[string]any{"type": "resize", "payload": map[string]int{"w": 10}, "options": map[string]any{"retention": "1h", "max_retry": 1}}, nil)
 		var got fetchResponse
-		e.must(http.StatusOK, "POST", "/v1/fetch", map[string]any{"queues": []string{"empty", "work"}, "count": 5, "lease_s": 30}, &got)
+		e.must(http.StatusOK, "POST", "/v1/fetch", map[string]any{"queues": []string{"empty", "jobs"}, "count": 5, "lease_s": 30}, &got)
 		if len(got.Tasks) != 1 {
 			t.Fatalf("fetched %d tasks", len(got.Tasks))
 		}
@@ -21,7 +21,7 @@ func TestPullWorkerRoundTrip(t *testing.T) {
 		if lt.Type != "resize" || string(lt.Payload) != `{"w":10}` || lt.Token == "" || time.Until(lt.LeaseDeadline) < 20*time.Second {
 			t.Fatalf("leased task %+v", lt)
 		}
-		base := "/v1/queues/work/tasks/" + lt.ID
+		base := "/v1/queues/jobs/tasks/" + lt.ID
 		var hb heartbeatResponse
 		e.must(http.StatusOK, "POST", base+"/heartbeat", map[string]any{"token": lt.Token, "lease_s": 60}, &hb)
 		if time.Until(hb.LeaseDeadline) < 50*time.Second || hb.Canceled {
@@ -43,23 +43,23 @@ func TestPullWorkerRoundTrip(t *testing.T) {
 		}
 
 		// fail: retry while retries are left, then archive.
-		e.must(http.StatusCreated, "POST", "/v1/queues/work/tasks", map[string]any{"type": "flaky", "options": map[string]any{"max_retry": 1, "task_id": "f"}}, nil)
-		e.must(http.StatusOK, "POST", "/v1/fetch", map[string]any{"queues": []string{"work"}}, &got)
+		e.must(http.StatusCreated, "POST", "/v1/queues/jobs/tasks", map[string]any{"type": "flaky", "options": map[string]any{"max_retry": 1, "task_id": "f"}}, nil)
+		e.must(http.StatusOK, "POST", "/v1/fetch", map[string]any{"queues": []string{"jobs"}}, &got)
 		var fr failResponse
-		e.must(http.StatusOK, "POST", "/v1/queues/work/tasks/f/fail", map[string]any{"token": got.Tasks[0].Token, "error": "boom", "retry_in_s": 0}, &fr)
+		e.must(http.StatusOK, "POST", "/v1/queues/jobs/tasks/f/fail", map[string]any{"token": got.Tasks[0].Token, "error": "boom", "retry_in_s": 0}, &fr)
 		if fr.State != "retry" {
 			t.Fatalf("first fail: %+v", fr)
 		}
 		// The retry is due at once; the next fetch forwards and leases it.
-		e.must(http.StatusOK, "POST", "/v1/fetch", map[string]any{"queues": []string{"work"}, "wait_s": 5}, &got)
+		e.must(http.StatusOK, "POST", "/v1/fetch", map[string]any{"queues": []string{"jobs"}, "wait_s": 5}, &got)
 		if len(got.Tasks) != 1 || got.Tasks[0].ID != "f" || got.Tasks[0].Retried != 1 {
 			t.Fatalf("refetch after retry: %+v", got)
 		}
-		e.must(http.StatusOK, "POST", "/v1/queues/work/tasks/f/fail", map[string]any{"token": got.Tasks[0].Token, "error": "boom again"}, &fr)
+		e.must(http.StatusOK, "POST", "/v1/queues/jobs/tasks/f/fail", map[string]any{"token": got.Tasks[0].Token, "error": "boom again"}, &fr)
 		if fr.State != "archived" {
 			t.Fatalf("second fail: %+v", fr)
 		}
-		e.must(http.StatusOK, "GET", "/v1/queues/work/tasks/f", nil, &task)
+		e.must(http.StatusOK, "GET", "/v1/queues/jobs/tasks/f", nil, &task)
 		if task.State != "archived" || task.LastError != "boom again" {
 			t.Errorf("failed task %+v", task)
 		}
