@@ -92,8 +92,7 @@ func (i *Inspector) Queues() ([]string, error) {
 // GetQueueInfo describes a queue. It fails with ErrQueueNotFound for a
 // queue that does not exist.
 func (i *Inspector) GetQueueInfo(queue string) (*QueueInfo, error) {
-	a := i.s.b
-	st, err := a.QueueStats(context.Background(), queue)
+	st, err := i.s.b.QueueStats(context.Background(), queue)
 	if err != nil {
 		return nil, fmt.Errorf("htq: queue info of %s: %w", queue, err)
 	}
@@ -116,8 +115,7 @@ func (i *Inspector) GetQueueInfo(queue string) (*QueueInfo, error) {
 // History returns the processed and failed counts of each of the last n
 // days, today first.
 func (i *Inspector) History(queue string, n int) ([]*DailyStats, error) {
-	a := i.s.b
-	days, err := a.History(context.Background(), queue, n)
+	days, err := i.s.b.History(context.Background(), queue, n)
 	if err != nil {
 		return nil, fmt.Errorf("htq: history of %s: %w", queue, err)
 	}
@@ -131,14 +129,13 @@ func (i *Inspector) History(queue string, n int) ([]*DailyStats, error) {
 // SetQueueSettings stores settings for a queue (creating the queue if it
 // does not exist yet).
 func (i *Inspector) SetQueueSettings(queue string, s QueueSettings) error {
-	a := i.s.b
 	if s.MaxConcurrency < 0 || s.RateLimit < 0 || s.RateBurst < 0 || s.LeaseDuration < 0 {
 		return fmt.Errorf("%w: queue settings must not be negative: %+v", ErrInvalidArgument, s)
 	}
 	if s.LeaseDuration != 0 && s.LeaseDuration < minLeaseDuration {
 		return fmt.Errorf("%w: LeaseDuration %v is shorter than %v", ErrInvalidArgument, s.LeaseDuration, minLeaseDuration)
 	}
-	if err := a.SetQueueSettings(context.Background(), queue, broker.QueueSettings(s)); err != nil {
+	if err := i.s.b.SetQueueSettings(context.Background(), queue, broker.QueueSettings(s)); err != nil {
 		return fmt.Errorf("htq: set settings of %s: %w", queue, err)
 	}
 	return nil
@@ -160,7 +157,6 @@ func PageSize(n int) ListOption { return listOptionFunc(func(o *listOptions) { o
 func Page(k int) ListOption { return listOptionFunc(func(o *listOptions) { o.page = k }) }
 
 func (i *Inspector) list(queue string, state base.TaskState, group string, opts []ListOption) ([]*TaskInfo, error) {
-	a := i.s.b
 	o := listOptions{size: 30, page: 1}
 	for _, opt := range opts {
 		opt.applyList(&o)
@@ -169,7 +165,7 @@ func (i *Inspector) list(queue string, state base.TaskState, group string, opts 
 		return nil, fmt.Errorf("%w: PageSize %d and Page %d must be at least 1", ErrInvalidArgument, o.size, o.page)
 	}
 	ctx := context.Background()
-	tis, err := a.ListTasks(ctx, broker.ListParams{Queue: queue, State: state, Group: group, Offset: (o.page - 1) * o.size, Limit: o.size})
+	tis, err := i.s.b.ListTasks(ctx, broker.ListParams{Queue: queue, State: state, Group: group, Offset: (o.page - 1) * o.size, Limit: o.size})
 	if err != nil {
 		return nil, fmt.Errorf("htq: list %s tasks of %s: %w", state, queue, err)
 	}
@@ -236,8 +232,7 @@ func (i *Inspector) DeleteTask(queue, id string) error {
 
 // RunTask makes a scheduled, retry, archived or aggregating task pending.
 func (i *Inspector) RunTask(queue, id string) error {
-	a := i.s.b
-	if err := a.RunTask(context.Background(), queue, id); err != nil {
+	if err := i.s.b.RunTask(context.Background(), queue, id); err != nil {
 		return fmt.Errorf("htq: run task %s/%s: %w", queue, id, err)
 	}
 	return nil
@@ -245,8 +240,7 @@ func (i *Inspector) RunTask(queue, id string) error {
 
 // ArchiveTask archives a task that is not active.
 func (i *Inspector) ArchiveTask(queue, id string) error {
-	a := i.s.b
-	if err := a.ArchiveTask(context.Background(), queue, id); err != nil {
+	if err := i.s.b.ArchiveTask(context.Background(), queue, id); err != nil {
 		return fmt.Errorf("htq: archive task %s/%s: %w", queue, id, err)
 	}
 	return nil
@@ -261,8 +255,7 @@ var (
 )
 
 func (i *Inspector) bulk(op bulkOp, what, queue string, state base.TaskState, group string) (int, error) {
-	a := i.s.b
-	n, err := op(a, context.Background(), queue, state, group)
+	n, err := op(i.s.b, context.Background(), queue, state, group)
 	if err != nil {
 		return n, fmt.Errorf("htq: %s all %s tasks of %s: %w", what, state, queue, err)
 	}
@@ -342,8 +335,7 @@ func (i *Inspector) ArchiveAllAggregatingTasks(queue, group string) (int, error)
 // PauseQueue stops every server from fetching the queue; its tasks stay.
 // A queue with no task yet may be paused.
 func (i *Inspector) PauseQueue(queue string) error {
-	a := i.s.b
-	if err := a.PauseQueue(context.Background(), queue); err != nil {
+	if err := i.s.b.PauseQueue(context.Background(), queue); err != nil {
 		return fmt.Errorf("htq: pause %s: %w", queue, err)
 	}
 	return nil
@@ -351,8 +343,7 @@ func (i *Inspector) PauseQueue(queue string) error {
 
 // UnpauseQueue lets servers fetch the queue again.
 func (i *Inspector) UnpauseQueue(queue string) error {
-	a := i.s.b
-	if err := a.UnpauseQueue(context.Background(), queue); err != nil {
+	if err := i.s.b.UnpauseQueue(context.Background(), queue); err != nil {
 		return fmt.Errorf("htq: unpause %s: %w", queue, err)
 	}
 	return nil
@@ -362,8 +353,7 @@ func (i *Inspector) UnpauseQueue(queue string) error {
 // tasks (ErrQueueNotEmpty); with force it deletes them too, unless some are
 // active.
 func (i *Inspector) DeleteQueue(queue string, force bool) error {
-	a := i.s.b
-	if err := a.DeleteQueue(context.Background(), queue, force); err != nil {
+	if err := i.s.b.DeleteQueue(context.Background(), queue, force); err != nil {
 		return fmt.Errorf("htq: delete queue %s: %w", queue, err)
 	}
 	return nil
@@ -397,8 +387,7 @@ type WorkerInfo struct {
 // Servers lists the live servers. A server that died disappears once its
 // presence record expires (a few heartbeats).
 func (i *Inspector) Servers() ([]*ServerInfo, error) {
-	a := i.s.b
-	list, err := a.ListServers(context.Background())
+	list, err := i.s.b.ListServers(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("htq: list servers: %w", err)
 	}
@@ -417,8 +406,7 @@ func (i *Inspector) Servers() ([]*ServerInfo, error) {
 // CancelProcessing cancels the ctx of running task id on whichever server
 // runs it. The handler's error then decides the outcome as usual.
 func (i *Inspector) CancelProcessing(id string) error {
-	a := i.s.b
-	if err := a.CancelProcessing(context.Background(), id); err != nil {
+	if err := i.s.b.CancelProcessing(context.Background(), id); err != nil {
 		return fmt.Errorf("htq: cancel %s: %w", id, err)
 	}
 	return nil
@@ -432,8 +420,7 @@ type GroupInfo struct {
 
 // Groups lists the groups of a queue that hold aggregating tasks.
 func (i *Inspector) Groups(queue string) ([]*GroupInfo, error) {
-	a := i.s.b
-	groups, err := a.ListGroups(context.Background(), queue)
+	groups, err := i.s.b.ListGroups(context.Background(), queue)
 	if err != nil {
 		return nil, fmt.Errorf("htq: groups of %s: %w", queue, err)
 	}
@@ -449,14 +436,13 @@ func (i *Inspector) Groups(queue string) ([]*GroupInfo, error) {
 // retention stays readable for a minute after it completes once someone
 // waits for it. ctx bounds the wait.
 func (i *Inspector) WaitForResult(ctx context.Context, queue, id string) (*TaskInfo, error) {
-	a := i.s.b
 	subCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events, err := i.s.b.Subscribe(subCtx)
 	if err != nil {
 		return nil, fmt.Errorf("htq: wait for %s/%s: %w", queue, id, err)
 	}
-	ti, err := a.WatchTask(ctx, queue, id)
+	ti, err := i.s.b.WatchTask(ctx, queue, id)
 	if err != nil {
 		return nil, fmt.Errorf("htq: wait for %s/%s: %w", queue, id, err)
 	}

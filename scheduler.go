@@ -317,8 +317,7 @@ type SchedulerEntry struct {
 
 // SchedulerEntries lists the entries of every live scheduler.
 func (i *Inspector) SchedulerEntries() ([]*SchedulerEntry, error) {
-	a := i.s.b
-	list, err := a.ListSchedulerEntries(context.Background())
+	list, err := i.s.b.ListSchedulerEntries(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("htq: list scheduler entries: %w", err)
 	}
