@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -153,7 +154,8 @@ func htqSeconds(f url.Values, name string) (int, error) {
 }
 
 // htqAddQueue: POST /api/addQueue (queue_name, type, stepping_time,
-// max_time_interval).
+// max_time_interval, and htq's optional extensions: see
+// htqQueueExtensions).
 func (h *handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 	f, ok := h.htqForm(w, r)
 	if !ok {
@@ -170,6 +172,12 @@ func (h *handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := &queuemeta.Queue{Name: name, Mode: mode, CreatedAt: time.Now().UTC()}
+	ext, err := htqQueueExtensions(f)
+	if err != nil {
+		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+		return
+	}
+	ext.applyPolicy(q)
 	if mode == queuemeta.ModeVariable {
 		var err error
 		if q.SteppingTimeS, err = htqSeconds(f, "stepping_time"); err == nil {
@@ -201,7 +209,7 @@ func (h *handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
 		return
 	}
-	if err := h.setUpNewQueue(ctx, q, nil); err != nil {
+	if err := h.setUpNewQueue(ctx, q, ext); err != nil {
 		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
 		return
 	}
@@ -493,4 +501,55 @@ func hasHeader(h map[string]string, name string) bool {
 		}
 	}
 	return false
+}
+
+// htqQueueExtensions reads the optional form fields with which addQueue
+// sets what the native API sets on a queue (HTQ had none of them; an HTQ
+// client that sends none gets HTQ's behaviour): max_concurrency,
+// rate_limit, rate_burst, lease_ms, max_attempts, min_backoff_ms,
+// max_backoff_ms, dispatch_timeout_ms and retry_4xx. A malformed value is an
+// error, never ignored.
+func htqQueueExtensions(f url.Values) (*queueRequest, error) {
+	req := &queueRequest{}
+	ints := []struct {
+		name string
+		dst  **int
+	}{{"max_concurrency", &req.MaxConcurrency}, {"rate_burst", &req.RateBurst}, {"max_attempts", &req.MaxAttempts}}
+	for _, it := range ints {
+		if v := f.Get(it.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("%w: %s %q: want a whole number, 0 or more", base.ErrInvalidArgument, it.name, v)
+			}
+			*it.dst = &n
+		}
+	}
+	int64s := []struct {
+		name string
+		dst  **int64
+	}{{"lease_ms", &req.LeaseMS}, {"min_backoff_ms", &req.MinBackoffMS}, {"max_backoff_ms", &req.MaxBackoffMS}, {"dispatch_timeout_ms", &req.DispatchTimeoutMS}}
+	for _, it := range int64s {
+		if v := f.Get(it.name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("%w: %s %q: want a whole number of milliseconds, 0 or more", base.ErrInvalidArgument, it.name, v)
+			}
+			*it.dst = &n
+		}
+	}
+	if v := f.Get("rate_limit"); v != "" {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%w: rate_limit %q: want tasks per second, 0 or more", base.ErrInvalidArgument, v)
+		}
+		req.RateLimit = &x
+	}
+	if v := f.Get("retry_4xx"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: retry_4xx %q: want true or false", base.ErrInvalidArgument, v)
+		}
+		req.Retry4xx = &b
+	}
+	return req, nil
 }

@@ -69,12 +69,39 @@ func testHTQ(t *testing.T, e *env, multi bool) {
 		{"queue_name": "", "type": "real_time"},
 		{"queue_name": "x", "type": "variable", "stepping_time": "ten"},
 		{"queue_name": "x", "type": "variable", "stepping_time": "60", "max_time_interval": "30"},
+		{"queue_name": "x", "type": "real_time", "max_concurrency": "many"},
+		{"queue_name": "x", "type": "real_time", "rate_limit": "-1"},
+		{"queue_name": "x", "type": "real_time", "retry_4xx": "perhaps"},
 	} {
 		status, got := post("/api/addQueue", creds(bad))
 		if status != http.StatusOK || !strings.HasPrefix(got, `{"error_code":1001,"message":"添加失败: `) {
 			t.Errorf("addQueue %v: %d %s", bad, status, got)
 		}
 	}
+	if qi, err := e.insp.GetQueueInfo("x"); err == nil {
+		t.Errorf("a refused addQueue created its queue: %+v", qi)
+	}
+	// htq's extensions of addQueue set what the native API sets.
+	expect("/api/addQueue", creds(map[string]string{"queue_name": "limited", "type": "real_time", "max_concurrency": "3",
+		"rate_limit": "2.5", "rate_burst": "4", "max_attempts": "7", "min_backoff_ms": "100", "max_backoff_ms": "5000",
+		"dispatch_timeout_ms": "2000", "retry_4xx": "true"}), ok)
+	var lim struct {
+		MaxAttempts       int   `json:"max_attempts"`
+		MinBackoffMS      int64 `json:"min_backoff_ms"`
+		DispatchTimeoutMS int64 `json:"dispatch_timeout_ms"`
+		Retry4xx          bool  `json:"retry_4xx"`
+		Settings          struct {
+			MaxConcurrency int     `json:"max_concurrency"`
+			RateLimit      float64 `json:"rate_limit"`
+			RateBurst      int     `json:"rate_burst"`
+		} `json:"settings"`
+	}
+	e.must(http.StatusOK, "GET", "/v1/queues/limited", nil, &lim)
+	if lim.Settings.MaxConcurrency != 3 || lim.Settings.RateLimit != 2.5 || lim.Settings.RateBurst != 4 ||
+		lim.MaxAttempts != 7 || lim.MinBackoffMS != 100 || lim.DispatchTimeoutMS != 2000 || !lim.Retry4xx {
+		t.Errorf("queue made by addQueue with extensions: %+v", lim)
+	}
+	expect("/api/deleteQueue", creds(map[string]string{"queue_name": "limited"}), deleted)
 	// allQueue: HTQ's array; a pull queue is not listed.
 	e.must(http.StatusCreated, "POST", "/v1/queues", map[string]any{"name": "typed", "mode": "pull"}, nil)
 	expect("/api/allQueue", creds(nil), `[{"queue_name":"at","attribute":{"type":"timing"}},{"queue_name":"mail","attribute":{"type":"real_time"}},`+
