@@ -180,14 +180,20 @@ func (b *Broker) ClearServerState(ctx context.Context, serverID string) error {
 	if b.closed.Load() {
 		return fmt.Errorf("rdb: clear server state: %w", base.ErrStorageClosed)
 	}
+	return b.clearRecord(ctx, "clear server state "+serverID, serverKey(serverID), keyServers, serverID)
+}
+
+// clearRecord deletes a presence record (a server's or a scheduler's):
+// its key and its member in the zset that indexes the live ones.
+func (b *Broker) clearRecord(ctx context.Context, op, key, index, member string) error {
 	bd := b.c.B()
 	res := b.c.DoMulti(ctx,
-		bd.Del().Key(serverKey(serverID)).Build(),
-		bd.Zrem().Key(keyServers).Member(serverID).Build(),
+		bd.Del().Key(key).Build(),
+		bd.Zrem().Key(index).Member(member).Build(),
 	)
 	for _, r := range res {
 		if err := r.Error(); err != nil {
-			return b.wrap("clear server state "+serverID, err)
+			return b.wrap(op, err)
 		}
 	}
 	return nil

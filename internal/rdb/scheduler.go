@@ -89,17 +89,7 @@ func (b *Broker) ClearSchedulerEntries(ctx context.Context, schedulerID string) 
 	if b.closed.Load() {
 		return fmt.Errorf("rdb: clear scheduler entries: %w", base.ErrStorageClosed)
 	}
-	bd := b.c.B()
-	res := b.c.DoMulti(ctx,
-		bd.Del().Key(schedulerKey(schedulerID)).Build(),
-		bd.Zrem().Key(keySchedulers).Member(schedulerID).Build(),
-	)
-	for _, r := range res {
-		if err := r.Error(); err != nil {
-			return b.wrap("clear scheduler entries "+schedulerID, err)
-		}
-	}
-	return nil
+	return b.clearRecord(ctx, "clear scheduler entries "+schedulerID, schedulerKey(schedulerID), keySchedulers, schedulerID)
 }
 
 // ListSchedulerEntries returns the entries of every scheduler whose
