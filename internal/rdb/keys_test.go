@@ -73,7 +73,7 @@ func TestGlobEscape(t *testing.T) {
 // return values in its header, and that it uses only the KEYS it names.
 func TestScriptHeaders(t *testing.T) {
 	keyUse := regexp.MustCompile(`KEYS\[(\d+)\]`)
-	for _, s := range allScripts {
+	for _, s := range append(append([]*script(nil), allScripts...), adminScripts...) {
 		body, err := luaFiles.ReadFile("lua/" + s.name + ".lua")
 		if err != nil {
 			t.Fatal(err)
