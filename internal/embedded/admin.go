@@ -697,12 +697,6 @@ func (b *Broker) ClaimTick(ctx context.Context, entryID string, tick time.Time, 
 	return true, nil
 }
 
-// schedulerEntries is one scheduler's entries and their expiry.
-type schedulerEntries struct {
-	entries []*base.SchedulerEntry
-	expires time.Time
-}
-
 // WriteSchedulerEntries records a scheduler's entries for ttl (in memory:
 // a scheduler cannot outlive the process that owns the store).
 func (b *Broker) WriteSchedulerEntries(ctx context.Context, schedulerID string, entries []*base.SchedulerEntry, ttl time.Duration) error {
@@ -721,7 +715,7 @@ func (b *Broker) WriteSchedulerEntries(ctx context.Context, schedulerID string, 
 		cp[i] = cloneEntry(e)
 		cp[i].SchedulerID = schedulerID
 	}
-	b.schedulers[schedulerID] = schedulerEntries{entries: cp, expires: b.now().Add(ttl)}
+	b.schedulers.put(schedulerID, cp, b.now().Add(ttl))
 	return nil
 }
 
@@ -747,19 +741,9 @@ func (b *Broker) ListSchedulerEntries(ctx context.Context) ([]*base.SchedulerEnt
 		return nil, err
 	}
 	defer b.mu.Unlock()
-	now := b.now()
 	var out []*base.SchedulerEntry
-	ids := make([]string, 0, len(b.schedulers))
-	for id, s := range b.schedulers {
-		if !now.Before(s.expires) {
-			delete(b.schedulers, id)
-			continue
-		}
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		for _, e := range b.schedulers[id].entries {
+	for _, entries := range b.schedulers.live(b.now()) {
+		for _, e := range entries {
 			out = append(out, cloneEntry(e))
 		}
 	}

@@ -50,11 +50,11 @@ type Broker struct {
 	// from the file; every operation then fails with it.
 	broken  error
 	subs    map[*subscriber]struct{}
-	servers map[string]serverEntry
+	servers records[*base.ServerInfo]
 	// schedulers holds the entries of live schedulers (memory only, like
 	// servers); claims the ticks schedulers claimed, by entry and tick, with
 	// their expiry (persisted: a restart must not enqueue a tick twice).
-	schedulers map[string]schedulerEntries
+	schedulers records[[]*base.SchedulerEntry]
 	claims     map[string]time.Time
 	// kv holds the MetaStore records.
 	kv map[string][]byte
@@ -77,11 +77,6 @@ func (b *Broker) CommitStats() (commits int64, total time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.commits, b.commitTime
-}
-
-type serverEntry struct {
-	info    *base.ServerInfo
-	expires time.Time
 }
 
 // Open opens the data directory dir, creating it (mode 0700) when missing,
@@ -177,8 +172,8 @@ func newBroker(opts Options) *Broker {
 		nextSeq:       1,
 		buf:           newBatch(),
 		subs:          make(map[*subscriber]struct{}),
-		servers:       make(map[string]serverEntry),
-		schedulers:    make(map[string]schedulerEntries),
+		servers:       make(records[*base.ServerInfo]),
+		schedulers:    make(records[[]*base.SchedulerEntry]),
 		claims:        make(map[string]time.Time),
 		kv:            make(map[string][]byte),
 		committerDone: make(chan struct{}),

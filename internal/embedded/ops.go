@@ -714,7 +714,7 @@ func (b *Broker) WriteServerState(ctx context.Context, info *base.ServerInfo, tt
 		return err
 	}
 	defer b.mu.Unlock()
-	b.servers[info.ID] = serverEntry{info: cloneServer(info), expires: b.now().Add(ttl)}
+	b.servers.put(info.ID, cloneServer(info), b.now().Add(ttl))
 	return nil
 }
 
@@ -740,25 +740,11 @@ func (b *Broker) ListServers(ctx context.Context) ([]*base.ServerInfo, error) {
 		return nil, err
 	}
 	defer b.mu.Unlock()
-	now := b.now()
-	var out []*base.ServerInfo
-	for id, e := range b.servers {
-		if !e.expires.After(now) {
-			delete(b.servers, id)
-			continue
-		}
-		out = append(out, cloneServer(e.info))
+	live := b.servers.live(b.now())
+	for i, s := range live {
+		live[i] = cloneServer(s)
 	}
-	slices.SortFunc(out, func(a, c *base.ServerInfo) int {
-		switch {
-		case a.ID < c.ID:
-			return -1
-		case a.ID > c.ID:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
+	return live, nil
 }
 
 func cloneServer(s *base.ServerInfo) *base.ServerInfo {
