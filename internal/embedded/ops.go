@@ -480,16 +480,7 @@ func (b *Broker) ExtendLeases(ctx context.Context, queue string, leases []broker
 
 // ExpiredLeases lists active tasks of queue whose lease has run out.
 func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]*broker.Lease, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := base.ValidateQueueName(queue); err != nil {
-		return nil, fmt.Errorf("expired leases: %w", err)
-	}
-	if limit < 1 {
-		return nil, fmt.Errorf("%w: expired leases: limit %d is less than 1", base.ErrInvalidArgument, limit)
-	}
-	if err := b.begin(); err != nil {
+	if err := b.beginSweep(ctx, "expired leases", queue, limit); err != nil {
 		return nil, err
 	}
 	defer b.mu.Unlock()
@@ -532,16 +523,7 @@ func (b *Broker) WriteResult(ctx context.Context, l broker.LeaseRef, data []byte
 // the disk: a crash leaves them scheduled and due, to be forwarded again.
 func (b *Broker) Forward(ctx context.Context, queue string, limit int) (broker.ForwardResult, error) {
 	var res broker.ForwardResult
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
-	if err := base.ValidateQueueName(queue); err != nil {
-		return res, fmt.Errorf("forward: %w", err)
-	}
-	if limit < 1 {
-		return res, fmt.Errorf("%w: forward: limit %d is less than 1", base.ErrInvalidArgument, limit)
-	}
-	if err := b.begin(); err != nil {
+	if err := b.beginSweep(ctx, "forward", queue, limit); err != nil {
 		return res, err
 	}
 	defer b.mu.Unlock()
@@ -578,16 +560,7 @@ func (b *Broker) Forward(ctx context.Context, queue string, limit int) (broker.F
 // DeleteExpiredCompleted deletes completed tasks past their retention. It
 // does not wait for the disk: a crash leaves them to be deleted again.
 func (b *Broker) DeleteExpiredCompleted(ctx context.Context, queue string, limit int) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if err := base.ValidateQueueName(queue); err != nil {
-		return 0, fmt.Errorf("delete expired completed: %w", err)
-	}
-	if limit < 1 {
-		return 0, fmt.Errorf("%w: delete expired completed: limit %d is less than 1", base.ErrInvalidArgument, limit)
-	}
-	if err := b.begin(); err != nil {
+	if err := b.beginSweep(ctx, "delete expired completed", queue, limit); err != nil {
 		return 0, err
 	}
 	defer b.mu.Unlock()
@@ -757,4 +730,20 @@ func cloneServer(s *base.ServerInfo) *base.ServerInfo {
 	}
 	c.ActiveTasks = slices.Clone(s.ActiveTasks)
 	return &c
+}
+
+// beginSweep checks the arguments of an operation that walks up to limit
+// tasks of a queue (expired leases, forward, expired completed) and locks
+// b for it. On error b is not locked.
+func (b *Broker) beginSweep(ctx context.Context, op, queue string, limit int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := base.ValidateQueueName(queue); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if limit < 1 {
+		return fmt.Errorf("%w: %s: limit %d is less than 1", base.ErrInvalidArgument, op, limit)
+	}
+	return b.begin()
 }
