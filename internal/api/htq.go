@@ -201,15 +201,10 @@ func (h *handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueExists, Message: htqMsgQueueExists})
 		return
 	}
-	ctx := r.Context()
-	if _, err := h.queues.Create(ctx, q); errors.Is(err, queuemeta.ErrQueueExists) {
+	if _, err := h.defineQueue(r.Context(), q, ext, defineExplicit); errors.Is(err, queuemeta.ErrQueueExists) {
 		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueExists, Message: htqMsgQueueExists})
 		return
 	} else if err != nil {
-		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
-		return
-	}
-	if err := h.setUpNewQueue(ctx, q, ext); err != nil {
 		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
 		return
 	}
@@ -482,7 +477,7 @@ func (h *handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isNew {
-		if err := h.defineQueue(ctx, q); err != nil {
+		if _, err := h.defineQueue(ctx, q, nil, defineFirstTask); err != nil {
 			fail(err)
 			return
 		}

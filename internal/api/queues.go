@@ -165,40 +165,93 @@ func (h *handler) lookupQueue(ctx context.Context, name string) (*queuemeta.Queu
 	return q, info, nil
 }
 
-// setUpNewQueue gives a newly defined queue its storage settings (the
-// mode's defaults, then req's) and pause state. When that fails, or when
-// a URL queue turns out to hold tasks of Go clients already, the record
-// is removed again.
-func (h *handler) setUpNewQueue(ctx context.Context, q *queuemeta.Queue, req *queueRequest) (err error) {
-	defer func() {
-		if err != nil {
-			if derr := h.queues.Delete(context.WithoutCancel(ctx), q.Name); derr != nil {
-				h.logger.Error("could not remove the record of a queue whose set-up failed", "queue", q.Name, "err", derr)
+// How defineQueue treats a queue that already has a record.
+const (
+	// defineFirstTask: the queue is defined by its first task; a record
+	// of the same mode (another first task won the race) is used, one of
+	// another mode is ErrModeMismatch.
+	defineFirstTask = false
+	// defineExplicit: an operator's create; any record is ErrQueueExists.
+	defineExplicit = true
+)
+
+// defineQueue stores the record of queue q, which had none when the caller
+// looked, with its storage settings (the mode's defaults, then req's) and
+// pause state. It returns the record in force: q, or for a first task the
+// record another caller stored meanwhile.
+//
+// The order is what keeps every acknowledged task: a task is stored only
+// after its queue's record exists (the caller enqueues after this
+// returns), and a record, once stored, is never removed here on error,
+// since another caller may already have stored tasks against it. So
+//  1. a URL mode is refused (nothing written) for a queue that holds tasks
+//     but has no record: those are typed tasks of Go clients;
+//  2. the storage settings and pause state are written before the record,
+//     so that no task of the queue runs under the wrong settings (a first
+//     task writes them only while the queue has none, so settings an
+//     operator gave are kept);
+//  3. the record is created if absent, in one atomic storage operation
+//     (broker.MetaStore.PutMetaIfAbsent).
+//
+// Two callers defining one queue with different modes at the same instant
+// may leave the winner with the loser's default settings (max concurrency
+// 1 of real_time); the loser gets ErrModeMismatch and an operator fixes
+// the settings with PATCH /v1/queues/{queue}.
+func (h *handler) defineQueue(ctx context.Context, q *queuemeta.Queue, req *queueRequest, explicit bool) (*queuemeta.Queue, error) {
+	info, err := h.inspector.GetQueueInfo(q.Name)
+	switch {
+	case errors.Is(err, base.ErrQueueNotFound):
+		info = nil
+	case err != nil:
+		return nil, err
+	}
+	if q.Mode.IsURL() && info != nil && info.Size > 0 {
+		// Either typed tasks of Go clients, or tasks of a caller that has
+		// defined the queue since ours looked: read the record again.
+		if cur, err := queuemeta.Get(ctx, h.meta, q.Name); err == nil {
+			if explicit {
+				return nil, fmt.Errorf("queue %s: %w", q.Name, queuemeta.ErrQueueExists)
 			}
+			return h.sameMode(cur, q.Mode)
+		} else if !errors.Is(err, base.ErrQueueNotFound) {
+			return nil, err
 		}
-	}()
-	if q.Mode.IsURL() {
-		if info, ierr := h.inspector.GetQueueInfo(q.Name); ierr == nil && info.Size > 0 {
-			return fmt.Errorf("%w: queue %s already holds %d typed tasks; it cannot become a %s queue", queuemeta.ErrModeMismatch, q.Name, info.Size, q.Mode)
-		}
+		return nil, fmt.Errorf("%w: queue %s already holds %d typed tasks; it cannot become a %s queue", queuemeta.ErrModeMismatch, q.Name, info.Size, q.Mode)
 	}
 	s := htq.QueueSettings{MaxConcurrency: queuemeta.DefaultMaxConcurrency(q.Mode)}
 	if req != nil {
 		if err := req.applySettings(&s); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if s != (htq.QueueSettings{}) || q.Mode.IsURL() {
+	configured := info != nil && info.Settings != (htq.QueueSettings{})
+	if (explicit || !configured) && (s != (htq.QueueSettings{}) || q.Mode.IsURL()) {
 		if err := h.inspector.SetQueueSettings(q.Name, s); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if req != nil && req.Paused != nil && *req.Paused {
 		if err := h.inspector.PauseQueue(q.Name); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	got, err := h.queues.Create(ctx, q)
+	switch {
+	case err == nil:
+		return got, nil
+	case errors.Is(err, queuemeta.ErrQueueExists) && !explicit:
+		return h.sameMode(got, q.Mode)
+	default:
+		return nil, err
+	}
+}
+
+// sameMode returns cur when its mode is mode, and ErrModeMismatch when not.
+func (h *handler) sameMode(cur *queuemeta.Queue, mode queuemeta.Mode) (*queuemeta.Queue, error) {
+	if cur.Mode != mode {
+		return nil, fmt.Errorf("%w: queue %s is a %s queue, not %s", queuemeta.ErrModeMismatch, cur.Name, cur.Mode, mode)
+	}
+	return cur, nil
 }
 
 // createQueue: POST /v1/queues.
@@ -223,11 +276,14 @@ func (h *handler) createQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if _, err := h.queues.Create(ctx, q); err != nil {
+	if _, err := queuemeta.Get(ctx, h.meta, q.Name); err == nil {
+		h.writeError(w, r, fmt.Errorf("queue %s: %w", q.Name, queuemeta.ErrQueueExists))
+		return
+	} else if !errors.Is(err, base.ErrQueueNotFound) {
 		h.writeError(w, r, err)
 		return
 	}
-	if err := h.setUpNewQueue(ctx, q, &req); err != nil {
+	if _, err := h.defineQueue(ctx, q, &req, defineExplicit); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -289,11 +345,17 @@ func (h *handler) listQueues(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// updateQueue: PATCH /v1/queues/{queue} changes policies and settings; the
-// name and the mode cannot change.
+// updateQueue: PATCH /v1/queues/{queue}[?force=true] changes policies and
+// settings, and with force the mode when the request names another one
+// (see changeMode); the name cannot change.
 func (h *handler) updateQueue(w http.ResponseWriter, r *http.Request) {
 	var req queueRequest
 	if err := h.decodeJSON(w, r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	force, err := forceParam(r)
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -308,34 +370,45 @@ func (h *handler) updateQueue(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if req.Mode != "" && req.Mode != cur.Mode {
-		h.writeError(w, r, fmt.Errorf("%w: queue %s is a %s queue; a queue's mode cannot change (delete and create it)", queuemeta.ErrModeMismatch, name, cur.Mode))
-		return
-	}
 	var s htq.QueueSettings
 	if info != nil {
 		s = info.Settings
+	}
+	changeMode := req.Mode != "" && req.Mode != cur.Mode
+	if changeMode && !force {
+		h.writeError(w, r, fmt.Errorf("%w: queue %s is a %s queue; to change its mode (its tasks stay) send the PATCH with ?force=true", queuemeta.ErrModeMismatch, name, cur.Mode))
+		return
+	}
+	if changeMode {
+		// An operator's repair: the mode's default max concurrency comes
+		// with it unless the request sets one.
+		s.MaxConcurrency = queuemeta.DefaultMaxConcurrency(req.Mode)
 	}
 	if err := req.applySettings(&s); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	if cur.CreatedAt.IsZero() { // a pull queue of Go clients gets its record now
-		cur.CreatedAt = time.Now().UTC()
-		if _, err := h.queues.Create(ctx, cur); err != nil && !errors.Is(err, queuemeta.ErrQueueExists) {
-			h.writeError(w, r, err)
-			return
+	var q *queuemeta.Queue
+	if changeMode {
+		q, err = h.changeMode(ctx, cur, &req)
+	} else {
+		if cur.CreatedAt.IsZero() { // a pull queue of Go clients gets its record now
+			cur.CreatedAt = time.Now().UTC()
+			if _, err := h.queues.Create(ctx, cur); err != nil && !errors.Is(err, queuemeta.ErrQueueExists) {
+				h.writeError(w, r, err)
+				return
+			}
 		}
+		q, err = h.queues.Update(ctx, name, func(q *queuemeta.Queue) error {
+			req.applyPolicy(q)
+			return nil
+		})
 	}
-	q, err := h.queues.Update(ctx, name, func(q *queuemeta.Queue) error {
-		req.applyPolicy(q)
-		return nil
-	})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	if req.hasSettings() {
+	if req.hasSettings() || changeMode {
 		if err := h.inspector.SetQueueSettings(name, s); err != nil {
 			h.writeError(w, r, err)
 			return
@@ -359,19 +432,41 @@ func (h *handler) updateQueue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, newQueueJSON(q, info))
 }
 
+// changeMode replaces the record of queue cur by one of the mode req
+// names, with that mode's defaults and req's policies. This is how an
+// operator repairs a queue whose mode is wrong (for example one whose URL
+// tasks a pull record keeps from the dispatcher): the tasks stay, and
+// from now on the new mode's runner serves them. Policies of the old mode
+// that the new one does not take are dropped.
+func (h *handler) changeMode(ctx context.Context, cur *queuemeta.Queue, req *queueRequest) (*queuemeta.Queue, error) {
+	if !req.Mode.Valid() {
+		return nil, invalid(fmt.Sprintf("mode %q: want pull, real_time, timing or variable", req.Mode))
+	}
+	created := cur.CreatedAt
+	if created.IsZero() {
+		created = time.Now()
+	}
+	q := queuemeta.New(cur.Name, req.Mode, created)
+	req.applyPolicy(q)
+	if err := q.WithDefaults().Validate(); err != nil {
+		return nil, err
+	}
+	if err := h.queues.Put(ctx, q); err != nil {
+		return nil, err
+	}
+	h.logger.Warn("queue mode changed by an operator", "queue", q.Name, "from", cur.Mode, "to", q.Mode)
+	return q, nil
+}
+
 // deleteQueue: DELETE /v1/queues/{queue}[?force=true]. Without force a
 // queue holding tasks is refused (409 queue_not_empty); with force its
 // tasks go too, unless some are active.
 func (h *handler) deleteQueue(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	name := r.PathValue("queue")
-	force := false
-	switch r.URL.Query().Get("force") {
-	case "", "false", "0":
-	case "true", "1":
-		force = true
-	default:
-		h.writeError(w, r, invalid("force: want true or false"))
+	force, err := forceParam(r)
+	if err != nil {
+		h.writeError(w, r, err)
 		return
 	}
 	if err := base.ValidateQueueName(name); err != nil {
@@ -383,7 +478,7 @@ func (h *handler) deleteQueue(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, recErr)
 		return
 	}
-	err := h.inspector.DeleteQueue(name, force)
+	err = h.inspector.DeleteQueue(name, force)
 	if errors.Is(err, base.ErrQueueNotFound) && recErr == nil {
 		err = nil // defined but never used
 	}
@@ -392,6 +487,18 @@ func (h *handler) deleteQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.noContent(w, r, h.queues.Delete(ctx, name))
+}
+
+// forceParam reads the force query parameter (absent: false).
+func forceParam(r *http.Request) (bool, error) {
+	switch r.URL.Query().Get("force") {
+	case "", "false", "0":
+		return false, nil
+	case "true", "1":
+		return true, nil
+	default:
+		return false, invalid("force: want true or false")
+	}
 }
 
 // pauseQueue: POST /v1/queues/{queue}/pause.

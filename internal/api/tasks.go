@@ -237,20 +237,6 @@ func (h *handler) resolveQueue(ctx context.Context, name string, mode queuemeta.
 	}
 }
 
-// defineQueue stores the record of a queue that had none and gives it its
-// storage settings. When another call defined it meanwhile with another
-// mode, it fails with ErrModeMismatch.
-func (h *handler) defineQueue(ctx context.Context, q *queuemeta.Queue) error {
-	got, created, err := h.queues.Ensure(ctx, q.Name, q.Mode, q.CreatedAt)
-	if err != nil {
-		return err
-	}
-	if created {
-		return h.setUpNewQueue(ctx, got, nil)
-	}
-	return nil
-}
-
 // prepare resolves the queue of a task, builds the task and, when the
 // queue had no record, defines it.
 func (h *handler) prepare(ctx context.Context, name string, spec *TaskSpec) (*htq.Task, []htq.Option, *queuemeta.Queue, error) {
@@ -263,7 +249,7 @@ func (h *handler) prepare(ctx context.Context, name string, spec *TaskSpec) (*ht
 		return nil, nil, nil, err
 	}
 	if isNew {
-		if err := h.defineQueue(ctx, q); err != nil {
+		if q, err = h.defineQueue(ctx, q, nil, defineFirstTask); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -381,7 +367,7 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		tasks[i] = task
 	}
 	if isNew {
-		if err := h.defineQueue(ctx, q); err != nil {
+		if _, err := h.defineQueue(ctx, q, nil, defineFirstTask); err != nil {
 			h.writeError(w, r, err)
 			return
 		}

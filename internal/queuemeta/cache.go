@@ -103,6 +103,16 @@ func (c *Cache) Create(ctx context.Context, q *Queue) (*Queue, error) {
 	return got, err
 }
 
+// Put is Put through the cache.
+func (c *Cache) Put(ctx context.Context, q *Queue) error {
+	if err := Put(ctx, c.ms, q); err != nil {
+		c.Forget(q.Name)
+		return err
+	}
+	c.remember(q)
+	return nil
+}
+
 // Update is Update through the cache.
 func (c *Cache) Update(ctx context.Context, name string, change func(*Queue) error) (*Queue, error) {
 	q, err := Update(ctx, c.ms, name, change)
