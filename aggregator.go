@@ -55,7 +55,7 @@ func newAggregator(s *Storage, admin broker.Admin, logger *slog.Logger, queues *
 	if maxSize == 0 {
 		maxSize = maxAggregate
 	}
-	return &aggregator{b: s.b, admin: admin, logger: logger.With("component", "htq.aggregator"), queues: queues,
+	return &aggregator{b: brokerOf(s), admin: admin, logger: logger.With("component", "htq.aggregator"), queues: queues,
 		agg: cfg.GroupAggregator, client: NewClient(s), maxSize: maxSize, maxDelay: cfg.GroupMaxDelay, grace: cfg.GroupGracePeriod}
 }
 

@@ -40,7 +40,7 @@ func (c *Client) EnqueueContext(ctx context.Context, task *Task, opts ...Option)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.s.b.Enqueue(ctx, p); err != nil {
+	if err := brokerOf(c.s).Enqueue(ctx, p); err != nil {
 		return nil, fmt.Errorf("htq: enqueue %s: %w", task.Type(), err)
 	}
 	return info, nil
@@ -97,7 +97,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task, opts ...Option
 		}
 		params[i], infos[i] = p, info
 	}
-	errs := c.s.b.EnqueueBatch(ctx, params)
+	errs := brokerOf(c.s).EnqueueBatch(ctx, params)
 	failed := false
 	for i, err := range errs {
 		if err != nil {

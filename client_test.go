@@ -101,7 +101,7 @@ func TestEnqueueBadInputWritesNothing(t *testing.T) {
 			}
 		})
 	}
-	queues, err := st.b.Queues(context.Background())
+	queues, err := brokerOf(st).Queues(context.Background())
 	if err != nil || len(queues) != 0 {
 		t.Fatalf("bad input wrote queues %v (err %v)", queues, err)
 	}
@@ -134,7 +134,7 @@ func TestUniqueAndTaskIDConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Deleting the task releases the lock.
-	if err := st.b.DeleteTask(context.Background(), "default", first.ID); err != nil {
+	if err := brokerOf(st).DeleteTask(context.Background(), "default", first.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Enqueue(NewTask("report", []byte("p")), Unique(time.Hour)); err != nil {
@@ -183,7 +183,7 @@ func TestEnqueueBatch(t *testing.T) {
 	if !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("got %v, want ErrInvalidArgument", err)
 	}
-	queues, _ := st.b.Queues(ctx)
+	queues, _ := brokerOf(st).Queues(ctx)
 	for _, q := range queues {
 		if q == "c" {
 			t.Fatal("an invalid batch wrote its valid tasks")

@@ -40,7 +40,7 @@ func TestEmbeddedStorage(t *testing.T) {
 		t.Fatalf("payload %q", p)
 	}
 	waitFor(t, 5*time.Second, "completed", func() bool {
-		ti, err := st.b.GetTaskInfo(context.Background(), "default", info.ID)
+		ti, err := brokerOf(st).GetTaskInfo(context.Background(), "default", info.ID)
 		return err == nil && ti.State.String() == "completed"
 	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/storage"
 )
 
 // Inspector reads and manages queues, tasks, servers and scheduler
@@ -82,7 +83,7 @@ type DailyStats struct {
 
 // Queues returns the names of every queue, sorted.
 func (i *Inspector) Queues() ([]string, error) {
-	qs, err := i.s.b.Queues(context.Background())
+	qs, err := brokerOf(i.s).Queues(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("htq: list queues: %w", err)
 	}
@@ -92,7 +93,7 @@ func (i *Inspector) Queues() ([]string, error) {
 // GetQueueInfo describes a queue. It fails with ErrQueueNotFound for a
 // queue that does not exist.
 func (i *Inspector) GetQueueInfo(queue string) (*QueueInfo, error) {
-	st, err := i.s.b.QueueStats(context.Background(), queue)
+	st, err := brokerOf(i.s).QueueStats(context.Background(), queue)
 	if err != nil {
 		return nil, fmt.Errorf("htq: queue info of %s: %w", queue, err)
 	}
@@ -115,7 +116,7 @@ func (i *Inspector) GetQueueInfo(queue string) (*QueueInfo, error) {
 // History returns the processed and failed counts of each of the last n
 // days, today first.
 func (i *Inspector) History(queue string, n int) ([]*DailyStats, error) {
-	days, err := i.s.b.History(context.Background(), queue, n)
+	days, err := brokerOf(i.s).History(context.Background(), queue, n)
 	if err != nil {
 		return nil, fmt.Errorf("htq: history of %s: %w", queue, err)
 	}
@@ -135,7 +136,7 @@ func (i *Inspector) SetQueueSettings(queue string, s QueueSettings) error {
 	if s.LeaseDuration != 0 && s.LeaseDuration < minLeaseDuration {
 		return fmt.Errorf("%w: LeaseDuration %v is shorter than %v", ErrInvalidArgument, s.LeaseDuration, minLeaseDuration)
 	}
-	if err := i.s.b.SetQueueSettings(context.Background(), queue, broker.QueueSettings(s)); err != nil {
+	if err := brokerOf(i.s).SetQueueSettings(context.Background(), queue, broker.QueueSettings(s)); err != nil {
 		return fmt.Errorf("htq: set settings of %s: %w", queue, err)
 	}
 	return nil
@@ -165,11 +166,11 @@ func (i *Inspector) list(queue string, state base.TaskState, group string, opts 
 		return nil, fmt.Errorf("%w: PageSize %d and Page %d must be at least 1", ErrInvalidArgument, o.size, o.page)
 	}
 	ctx := context.Background()
-	tis, err := i.s.b.ListTasks(ctx, broker.ListParams{Queue: queue, State: state, Group: group, Offset: (o.page - 1) * o.size, Limit: o.size})
+	tis, err := brokerOf(i.s).ListTasks(ctx, broker.ListParams{Queue: queue, State: state, Group: group, Offset: (o.page - 1) * o.size, Limit: o.size})
 	if err != nil {
 		return nil, fmt.Errorf("htq: list %s tasks of %s: %w", state, queue, err)
 	}
-	now := i.s.now(ctx)
+	now := storage.Now(ctx, i.s)
 	out := make([]*TaskInfo, len(tis))
 	for k, ti := range tis {
 		out[k] = newTaskInfo(ti, now)
@@ -215,16 +216,16 @@ func (i *Inspector) ListAggregatingTasks(queue, group string, opts ...ListOption
 // GetTaskInfo returns a task's current state, or ErrTaskNotFound.
 func (i *Inspector) GetTaskInfo(queue, id string) (*TaskInfo, error) {
 	ctx := context.Background()
-	ti, err := i.s.b.GetTaskInfo(ctx, queue, id)
+	ti, err := brokerOf(i.s).GetTaskInfo(ctx, queue, id)
 	if err != nil {
 		return nil, fmt.Errorf("htq: task %s/%s: %w", queue, id, err)
 	}
-	return newTaskInfo(ti, i.s.now(ctx)), nil
+	return newTaskInfo(ti, storage.Now(ctx, i.s)), nil
 }
 
 // DeleteTask deletes a task that is not active.
 func (i *Inspector) DeleteTask(queue, id string) error {
-	if err := i.s.b.DeleteTask(context.Background(), queue, id); err != nil {
+	if err := brokerOf(i.s).DeleteTask(context.Background(), queue, id); err != nil {
 		return fmt.Errorf("htq: delete task %s/%s: %w", queue, id, err)
 	}
 	return nil
@@ -232,7 +233,7 @@ func (i *Inspector) DeleteTask(queue, id string) error {
 
 // RunTask makes a scheduled, retry, archived or aggregating task pending.
 func (i *Inspector) RunTask(queue, id string) error {
-	if err := i.s.b.RunTask(context.Background(), queue, id); err != nil {
+	if err := brokerOf(i.s).RunTask(context.Background(), queue, id); err != nil {
 		return fmt.Errorf("htq: run task %s/%s: %w", queue, id, err)
 	}
 	return nil
@@ -240,7 +241,7 @@ func (i *Inspector) RunTask(queue, id string) error {
 
 // ArchiveTask archives a task that is not active.
 func (i *Inspector) ArchiveTask(queue, id string) error {
-	if err := i.s.b.ArchiveTask(context.Background(), queue, id); err != nil {
+	if err := brokerOf(i.s).ArchiveTask(context.Background(), queue, id); err != nil {
 		return fmt.Errorf("htq: archive task %s/%s: %w", queue, id, err)
 	}
 	return nil
@@ -255,7 +256,7 @@ var (
 )
 
 func (i *Inspector) bulk(op bulkOp, what, queue string, state base.TaskState, group string) (int, error) {
-	n, err := op(i.s.b, context.Background(), queue, state, group)
+	n, err := op(brokerOf(i.s), context.Background(), queue, state, group)
 	if err != nil {
 		return n, fmt.Errorf("htq: %s all %s tasks of %s: %w", what, state, queue, err)
 	}
@@ -335,7 +336,7 @@ func (i *Inspector) ArchiveAllAggregatingTasks(queue, group string) (int, error)
 // PauseQueue stops every server from fetching the queue; its tasks stay.
 // A queue with no task yet may be paused.
 func (i *Inspector) PauseQueue(queue string) error {
-	if err := i.s.b.PauseQueue(context.Background(), queue); err != nil {
+	if err := brokerOf(i.s).PauseQueue(context.Background(), queue); err != nil {
 		return fmt.Errorf("htq: pause %s: %w", queue, err)
 	}
 	return nil
@@ -343,7 +344,7 @@ func (i *Inspector) PauseQueue(queue string) error {
 
 // UnpauseQueue lets servers fetch the queue again.
 func (i *Inspector) UnpauseQueue(queue string) error {
-	if err := i.s.b.UnpauseQueue(context.Background(), queue); err != nil {
+	if err := brokerOf(i.s).UnpauseQueue(context.Background(), queue); err != nil {
 		return fmt.Errorf("htq: unpause %s: %w", queue, err)
 	}
 	return nil
@@ -353,7 +354,7 @@ func (i *Inspector) UnpauseQueue(queue string) error {
 // tasks (ErrQueueNotEmpty); with force it deletes them too, unless some are
 // active.
 func (i *Inspector) DeleteQueue(queue string, force bool) error {
-	if err := i.s.b.DeleteQueue(context.Background(), queue, force); err != nil {
+	if err := brokerOf(i.s).DeleteQueue(context.Background(), queue, force); err != nil {
 		return fmt.Errorf("htq: delete queue %s: %w", queue, err)
 	}
 	return nil
@@ -387,7 +388,7 @@ type WorkerInfo struct {
 // Servers lists the live servers. A server that died disappears once its
 // presence record expires (a few heartbeats).
 func (i *Inspector) Servers() ([]*ServerInfo, error) {
-	list, err := i.s.b.ListServers(context.Background())
+	list, err := brokerOf(i.s).ListServers(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("htq: list servers: %w", err)
 	}
@@ -406,7 +407,7 @@ func (i *Inspector) Servers() ([]*ServerInfo, error) {
 // CancelProcessing cancels the ctx of running task id on whichever server
 // runs it. The handler's error then decides the outcome as usual.
 func (i *Inspector) CancelProcessing(id string) error {
-	if err := i.s.b.CancelProcessing(context.Background(), id); err != nil {
+	if err := brokerOf(i.s).CancelProcessing(context.Background(), id); err != nil {
 		return fmt.Errorf("htq: cancel %s: %w", id, err)
 	}
 	return nil
@@ -420,7 +421,7 @@ type GroupInfo struct {
 
 // Groups lists the groups of a queue that hold aggregating tasks.
 func (i *Inspector) Groups(queue string) ([]*GroupInfo, error) {
-	groups, err := i.s.b.ListGroups(context.Background(), queue)
+	groups, err := brokerOf(i.s).ListGroups(context.Background(), queue)
 	if err != nil {
 		return nil, fmt.Errorf("htq: groups of %s: %w", queue, err)
 	}
@@ -438,11 +439,11 @@ func (i *Inspector) Groups(queue string) ([]*GroupInfo, error) {
 func (i *Inspector) WaitForResult(ctx context.Context, queue, id string) (*TaskInfo, error) {
 	subCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events, err := i.s.b.Subscribe(subCtx)
+	events, err := brokerOf(i.s).Subscribe(subCtx)
 	if err != nil {
 		return nil, fmt.Errorf("htq: wait for %s/%s: %w", queue, id, err)
 	}
-	ti, err := i.s.b.WatchTask(ctx, queue, id)
+	ti, err := brokerOf(i.s).WatchTask(ctx, queue, id)
 	if err != nil {
 		return nil, fmt.Errorf("htq: wait for %s/%s: %w", queue, id, err)
 	}
@@ -454,7 +455,7 @@ func (i *Inspector) WaitForResult(ctx context.Context, queue, id string) (*TaskI
 	defer recheck.Stop()
 	for {
 		if ti.State == base.StateCompleted || ti.State == base.StateArchived {
-			return newTaskInfo(ti, i.s.now(ctx)), nil
+			return newTaskInfo(ti, storage.Now(ctx, i.s)), nil
 		}
 		select {
 		case <-ctx.Done():
@@ -468,7 +469,7 @@ func (i *Inspector) WaitForResult(ctx context.Context, queue, id string) (*TaskI
 			}
 		case <-recheck.C:
 		}
-		if ti, err = i.s.b.GetTaskInfo(ctx, queue, id); err != nil {
+		if ti, err = brokerOf(i.s).GetTaskInfo(ctx, queue, id); err != nil {
 			return nil, fmt.Errorf("htq: wait for %s/%s: %w", queue, id, err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 func expireLease(t *testing.T, st *Storage, queue, id string) {
 	t.Helper()
 	ctx := context.Background()
-	opt, err := rueidis.ParseURL(st.url)
+	opt, err := rueidis.ParseURL(st.String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,10 +29,10 @@ func expireLease(t *testing.T, st *Storage, queue, id string) {
 	if err := rc.Do(ctx, rc.B().Zadd().Key(key).Xx().ScoreMember().ScoreMember(1, id).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	leases, err := st.b.ExpiredLeases(ctx, queue, 10)
+	leases, err := brokerOf(st).ExpiredLeases(ctx, queue, 10)
 	if err != nil || len(leases) != 1 || leases[0].Msg.ID != id {
 		t.Fatalf("ExpiredLeases = %v, %v", leases, err)
 	}
-	rec := newRecoverer(st.b, discardLogger(), newQueueSet(map[string]int{queue: 1}, false), func(int, error, *Task) time.Duration { return time.Hour })
+	rec := newRecoverer(brokerOf(st), discardLogger(), newQueueSet(map[string]int{queue: 1}, false), func(int, error, *Task) time.Duration { return time.Hour })
 	rec.recover(ctx, leases[0])
 }

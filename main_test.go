@@ -51,7 +51,7 @@ func startServer(t *testing.T, st *Storage, cfg Config, h Handler) *Server {
 // taskInfo reads a task's current state from the storage.
 func taskInfo(t *testing.T, st *Storage, queue, id string) *TaskInfo {
 	t.Helper()
-	ti, err := st.b.GetTaskInfo(context.Background(), queue, id)
+	ti, err := brokerOf(st).GetTaskInfo(context.Background(), queue, id)
 	if err != nil {
 		t.Fatalf("GetTaskInfo(%s, %s): %v", queue, id, err)
 	}

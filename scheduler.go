@@ -194,14 +194,14 @@ func (s *Scheduler) Shutdown() {
 	<-s.done
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.s.b.ClearSchedulerEntries(ctx, s.id); err != nil {
+	if err := brokerOf(s.s).ClearSchedulerEntries(ctx, s.id); err != nil {
 		s.logger.Warn("clear scheduler entries failed", "err", err)
 	}
 }
 
 func (s *Scheduler) loop() {
 	defer close(s.done)
-	admin := s.s.b
+	admin := brokerOf(s.s)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	heartbeat := s.clock.NewTicker(s.opts.HeartbeatInterval)
@@ -317,7 +317,7 @@ type SchedulerEntry struct {
 
 // SchedulerEntries lists the entries of every live scheduler.
 func (i *Inspector) SchedulerEntries() ([]*SchedulerEntry, error) {
-	list, err := i.s.b.ListSchedulerEntries(context.Background())
+	list, err := brokerOf(i.s).ListSchedulerEntries(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("htq: list scheduler entries: %w", err)
 	}

@@ -297,13 +297,13 @@ func (srv *Server) Start(h Handler) error {
 		return ErrServerClosed
 	}
 	pingCtx, cancelPing := context.WithTimeout(context.Background(), 5*time.Second)
-	err := srv.s.b.Ping(pingCtx)
+	err := brokerOf(srv.s).Ping(pingCtx)
 	cancelPing()
 	if err != nil {
 		return fmt.Errorf("htq: start server: storage unreachable: %w", err)
 	}
 
-	cfg, b, clock := srv.cfg, srv.s.b, srv.cfg.clock
+	cfg, b, clock := srv.cfg, brokerOf(srv.s), srv.cfg.clock
 	srv.ctx, srv.cancel = context.WithCancel(context.Background())
 	srv.info.Started = clock.Now()
 	srv.info.Status = "active"

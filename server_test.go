@@ -52,7 +52,7 @@ func TestServerProcessesTasks(t *testing.T) {
 	// Successful tasks without retention are gone.
 	waitFor(t, 5*time.Second, "completed tasks deleted", func() bool {
 		for id := range ids {
-			if _, err := st.b.GetTaskInfo(context.Background(), "work", id); !errors.Is(err, ErrTaskNotFound) {
+			if _, err := brokerOf(st).GetTaskInfo(context.Background(), "work", id); !errors.Is(err, ErrTaskNotFound) {
 				return false
 			}
 		}
@@ -191,7 +191,7 @@ func TestResultAndRetention(t *testing.T) {
 	}
 	// The janitor deletes the one whose retention ran out.
 	waitFor(t, 10*time.Second, "janitor deletes expired task", func() bool {
-		_, err := st.b.GetTaskInfo(context.Background(), "default", short.ID)
+		_, err := brokerOf(st).GetTaskInfo(context.Background(), "default", short.ID)
 		return errors.Is(err, ErrTaskNotFound)
 	})
 	if got := taskInfo(t, st, "default", kept.ID); got.State != TaskStateCompleted {

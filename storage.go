@@ -2,29 +2,19 @@ package htq
 
 import (
 	"context"
-	"fmt"
-	"net/url"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/htqueue/htq/internal/broker"
-	"github.com/htqueue/htq/internal/embedded"
-	"github.com/htqueue/htq/internal/rdb"
+	"github.com/htqueue/htq/internal/storage"
 )
 
 // Storage is an open connection to the storage that holds the queues.
 // Clients, Servers and Inspectors made from one Storage share it; close it
-// once they are all done.
-type Storage struct {
-	b       broker.Broker
-	url     string
-	closeMu sync.Mutex
-	closed  bool
-}
-
-// Schemes lists the storage URL schemes Open accepts.
-var schemes = []string{"file", "mem", "redis", "rediss", "redis-sentinel", "redis-cluster"}
+// once they are all done. Its methods:
+//
+//	String() string                  the storage URL with any password removed
+//	Ping(ctx context.Context) error  checks that the storage answers
+//	Close() error                    closes the connection (twice is not an error)
+type Storage = storage.Storage
 
 // Open connects to the storage named by rawURL:
 //
@@ -44,78 +34,8 @@ func Open(rawURL string) (*Storage, error) {
 
 // OpenContext is Open with a context bounding the connection attempt.
 func OpenContext(ctx context.Context, rawURL string) (*Storage, error) {
-	scheme, _, ok := strings.Cut(rawURL, ":")
-	if !ok || scheme == "" {
-		return nil, fmt.Errorf("htq: open %q: %w: no scheme; use one of %s", redact(rawURL), ErrUnknownScheme, strings.Join(schemes, ", "))
-	}
-	switch strings.ToLower(scheme) {
-	case "file":
-		path := strings.TrimPrefix(rawURL[len(scheme)+1:], "//")
-		if path == "" {
-			return nil, fmt.Errorf("htq: open %q: %w: file: needs a directory path, e.g. file:./htq-data", rawURL, ErrInvalidArgument)
-		}
-		b, err := embedded.Open(ctx, path, embedded.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("htq: open %s: %w", rawURL, err)
-		}
-		return newStorage(b, rawURL), nil
-	case "mem":
-		b, err := embedded.OpenMemory(embedded.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("htq: open %s: %w", rawURL, err)
-		}
-		return newStorage(b, rawURL), nil
-	case "redis", "rediss", "redis-sentinel", "redis-cluster":
-		b, err := rdb.Open(ctx, rawURL, rdb.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("htq: open %s: %w", redact(rawURL), err)
-		}
-		return newStorage(b, rawURL), nil
-	default:
-		return nil, fmt.Errorf("htq: open %q: %w %q; use one of %s", redact(rawURL), ErrUnknownScheme, scheme, strings.Join(schemes, ", "))
-	}
+	return storage.Open(ctx, rawURL)
 }
 
-func newStorage(b broker.Broker, rawURL string) *Storage {
-	return &Storage{b: b, url: redact(rawURL)}
-}
-
-// String returns the storage URL with any password removed.
-func (s *Storage) String() string { return s.url }
-
-// Ping checks that the storage answers.
-func (s *Storage) Ping(ctx context.Context) error { return s.b.Ping(ctx) }
-
-// Close closes the storage connection. Clients and Servers using it stop
-// working; shut Servers down first.
-func (s *Storage) Close() error {
-	s.closeMu.Lock()
-	defer s.closeMu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	return s.b.Close()
-}
-
-// now reads the storage's clock, falling back to the local one.
-func (s *Storage) now(ctx context.Context) time.Time {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if t, err := s.b.Now(ctx); err == nil {
-		return t
-	}
-	return time.Now()
-}
-
-// redact hides the password of a URL.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
-}
+// brokerOf returns the broker behind s.
+func brokerOf(s *Storage) broker.Broker { return storage.BrokerOf(s) }

@@ -20,9 +20,10 @@ import (
 	"time"
 
 	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
-	"github.com/htqueue/htq/internal/hooks"
 	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/htqueue/htq/internal/storage"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -63,8 +64,8 @@ type Options struct {
 	// of cancels at their heartbeat. Cancel it at shutdown (after the
 	// HTTP server's Shutdown). Nil: context.Background().
 	Context context.Context
-	// Meta keeps the queue records and schedules. Nil: the storage's
-	// broker, which must implement broker.MetaStore.
+	// Meta keeps the queue records and schedules. Nil: the storage's own
+	// records.
 	Meta broker.MetaStore
 	// Queues caches the queue records; share it with the dispatcher so
 	// that a change through the API is seen at once. Nil: a cache of the
@@ -80,9 +81,28 @@ type Options struct {
 }
 
 // handler serves every route.
+// store is what the HTTP layer uses of the storage directly, beside the
+// Client and Inspector that every Go program has: the lease operations of
+// pull workers (the work a Go Server does for its own handlers), the
+// upkeep of queues that only pull workers serve, the storage's events, and
+// the records htq serve keeps beside the queues.
+type store interface {
+	broker.MetaStore
+	Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lease, error)
+	Complete(ctx context.Context, leases []broker.LeaseRef) []error
+	Retry(ctx context.Context, p broker.RetryParams) error
+	Archive(ctx context.Context, p broker.ArchiveParams) error
+	ExtendLeases(ctx context.Context, queue string, leases []broker.LeaseRef, d time.Duration) (lost []string, err error)
+	ExpiredLeases(ctx context.Context, queue string, limit int) ([]*broker.Lease, error)
+	WriteResult(ctx context.Context, l broker.LeaseRef, data []byte) error
+	Forward(ctx context.Context, queue string, limit int) (broker.ForwardResult, error)
+	GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskInfo, error)
+	Subscribe(ctx context.Context) (<-chan broker.Event, error)
+}
+
 type handler struct {
 	opts      Options
-	b         broker.Broker
+	b         store
 	client    *htq.Client
 	inspector *htq.Inspector
 	meta      broker.MetaStore
@@ -120,13 +140,9 @@ func New(opts Options) (http.Handler, error) {
 	if opts.Context == nil {
 		opts.Context = context.Background()
 	}
-	b := hooks.BrokerOf(opts.Storage)
+	var b store = storage.BrokerOf(opts.Storage)
 	if opts.Meta == nil {
-		ms, ok := b.(broker.MetaStore)
-		if !ok {
-			return nil, fmt.Errorf("api: the storage %s does not implement broker.MetaStore (queue records); pass Options.Meta", opts.Storage)
-		}
-		opts.Meta = ms
+		opts.Meta = b
 	}
 	if opts.Queues == nil {
 		opts.Queues = queuemeta.NewCache(opts.Meta, 0)

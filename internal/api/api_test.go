@@ -18,9 +18,8 @@ import (
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/broker"
-	"github.com/htqueue/htq/internal/hooks"
-	"github.com/htqueue/htq/internal/queuemeta"
 	"github.com/htqueue/htq/internal/redistest"
+	"github.com/htqueue/htq/internal/storage"
 	"go.uber.org/goleak"
 )
 
@@ -85,10 +84,6 @@ func newEnv(t *testing.T, backend string, mod func(*Options)) *env {
 		Storage: st, Token: testToken, HTQAppKey: "key", HTQAppToken: "tok",
 		Location: time.UTC, Context: ctx, Logger: discardLogger(), Metrics: NewMetrics(),
 	}
-	if _, ok := hooks.BrokerOf(st).(broker.MetaStore); !ok {
-		// waiting: this backend does not implement broker.MetaStore yet.
-		opts.Meta = queuemeta.NewMemStore()
-	}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -102,9 +97,9 @@ func newEnv(t *testing.T, backend string, mod func(*Options)) *env {
 		srv.Close()
 		st.Close()
 	})
-	meta := opts.Meta
-	if meta == nil {
-		meta = hooks.BrokerOf(st).(broker.MetaStore)
+	var meta broker.MetaStore = storage.BrokerOf(st)
+	if opts.Meta != nil {
+		meta = opts.Meta
 	}
 	return &env{t: t, srv: srv, st: st, insp: htq.NewInspector(st), meta: meta, opts: opts}
 }

@@ -16,7 +16,7 @@ import (
 // a pull worker learns of it at its next heartbeat.
 type hub struct {
 	ctx    context.Context
-	b      broker.Broker
+	b      store
 	logger *slog.Logger
 
 	mu       sync.Mutex
@@ -35,7 +35,7 @@ type waiter struct {
 	wake   chan struct{}
 }
 
-func newHub(ctx context.Context, b broker.Broker, logger *slog.Logger) *hub {
+func newHub(ctx context.Context, b store, logger *slog.Logger) *hub {
 	return &hub{ctx: ctx, b: b, logger: logger, waiters: make(map[string]map[*waiter]struct{}),
 		canceled: make(map[string]time.Time)}
 }
@@ -180,7 +180,7 @@ func (w *waiter) signal() {
 // names it, no more often than its next due time (as the storage reports
 // it) or an event asks, and every recoverEvery for expired leases.
 type upkeep struct {
-	b      broker.Broker
+	b      store
 	logger *slog.Logger
 
 	mu     sync.Mutex
@@ -203,7 +203,7 @@ const (
 	upkeepBatch  = 1000
 )
 
-func newUpkeep(b broker.Broker, logger *slog.Logger) *upkeep {
+func newUpkeep(b store, logger *slog.Logger) *upkeep {
 	return &upkeep{b: b, logger: logger, queues: make(map[string]*queueUpkeep)}
 }
 

@@ -12,8 +12,8 @@ import (
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/embedded"
-	"github.com/htqueue/htq/internal/hooks"
 	"github.com/htqueue/htq/internal/redistest"
+	"github.com/htqueue/htq/internal/storage"
 )
 
 func TestMain(m *testing.M) {
@@ -102,11 +102,7 @@ func stores(t *testing.T) map[string]broker.MetaStore {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if ms, ok := hooks.BrokerOf(st).(broker.MetaStore); ok {
-		out["redis"] = ms
-	} else {
-		t.Log("waiting: the Redis broker does not implement broker.MetaStore yet")
-	}
+	out["redis"] = storage.BrokerOf(st)
 	eb, err := embedded.Open(context.Background(), t.TempDir(), embedded.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -31,8 +31,8 @@ import (
 	"github.com/htqueue/htq/internal/api"
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/dispatch"
-	"github.com/htqueue/htq/internal/hooks"
 	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/htqueue/htq/internal/storage"
 	"github.com/htqueue/htq/webhook"
 )
 
@@ -116,7 +116,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	// The service's own records (queue model, schedules, secrets) live
 	// beside the queues, in the storage's meta records.
-	s.meta = hooks.BrokerOf(s.storage)
+	s.meta = storage.BrokerOf(s.storage)
 	s.queues = queuemeta.NewCache(s.meta, 0)
 
 	signer, err := s.loadSecrets(ctx)
