@@ -22,7 +22,8 @@ import (
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
-	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/htqueue/htq/internal/metrics"
+	"github.com/htqueue/htq/internal/model"
 	"github.com/htqueue/htq/internal/storage"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -55,7 +56,7 @@ type Options struct {
 	// Metrics receives the dispatcher's observations and is served on
 	// /metrics. Nil: the handler makes its own (only the queue gauges and
 	// counters are then filled).
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Ready reports whether the service can take work (/readyz). Nil:
 	// the storage answers a ping within 2 s.
 	Ready func(ctx context.Context) error
@@ -70,7 +71,7 @@ type Options struct {
 	// Queues caches the queue records; share it with the dispatcher so
 	// that a change through the API is seen at once. Nil: a cache of the
 	// handler's own over Meta.
-	Queues *queuemeta.Cache
+	Queues *model.Cache
 	// CheckTarget, when set, is asked about every URL task's target at
 	// enqueue; an error refuses the task with 422 target_not_allowed (the
 	// dispatcher's guard still checks the address it dials).
@@ -106,9 +107,10 @@ type handler struct {
 	client    *htq.Client
 	inspector *htq.Inspector
 	meta      broker.MetaStore
-	queues    *queuemeta.Cache
+	queues    *model.Cache
+	reg       *model.Registry
 	logger    *slog.Logger
-	metrics   *Metrics
+	metrics   *metrics.Metrics
 	token     []byte
 	htqKey    []byte
 	htqToken  []byte
@@ -145,10 +147,10 @@ func New(opts Options) (http.Handler, error) {
 		opts.Meta = b
 	}
 	if opts.Queues == nil {
-		opts.Queues = queuemeta.NewCache(opts.Meta, 0)
+		opts.Queues = model.NewCache(opts.Meta, 0)
 	}
 	if opts.Metrics == nil {
-		opts.Metrics = NewMetrics()
+		opts.Metrics = metrics.New()
 	}
 	reg := opts.Registry
 	if reg == nil {
@@ -165,6 +167,7 @@ func New(opts Options) (http.Handler, error) {
 		htqKey:   []byte(opts.HTQAppKey),
 		htqToken: []byte(opts.HTQAppToken),
 	}
+	h.reg = model.NewRegistry(h.queues, h.inspector, opts.CheckTarget, h.logger)
 	h.upkeep = newUpkeep(b, h.logger)
 	h.hub = newHub(opts.Context, b, h.logger)
 	h.hub.onSched = h.upkeep.scheduled

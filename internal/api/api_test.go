@@ -18,6 +18,7 @@ import (
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/metrics"
 	"github.com/htqueue/htq/internal/redistest"
 	"github.com/htqueue/htq/internal/storage"
 	"go.uber.org/goleak"
@@ -82,7 +83,7 @@ func newEnv(t *testing.T, backend string, mod func(*Options)) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := Options{
 		Storage: st, Token: testToken, HTQAppKey: "key", HTQAppToken: "tok",
-		Location: time.UTC, Context: ctx, Logger: discardLogger(), Metrics: NewMetrics(),
+		Location: time.UTC, Context: ctx, Logger: discardLogger(), Metrics: metrics.New(),
 	}
 	if mod != nil {
 		mod(&opts)

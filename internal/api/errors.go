@@ -8,7 +8,7 @@ import (
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/base"
-	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/htqueue/htq/internal/model"
 )
 
 // The JSON error codes of the native API (docs/api.md lists them with
@@ -34,9 +34,8 @@ const (
 
 // Errors of the API layer itself; each maps to a row of errorTable.
 var (
-	errUnauthorized     = errors.New("unauthorized")
-	errNoRoute          = errors.New("no such route")
-	errTargetNotAllowed = errors.New("target not allowed")
+	errUnauthorized = errors.New("unauthorized")
+	errNoRoute      = errors.New("no such route")
 )
 
 // errorTable maps sentinel errors to a status and a code, first match
@@ -48,9 +47,9 @@ var errorTable = []struct {
 }{
 	{errUnauthorized, http.StatusUnauthorized, codeUnauthorized},
 	{base.ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, codePayloadTooLarge},
-	{queuemeta.ErrModeMismatch, http.StatusConflict, codeQueueModeMismatch},
-	{queuemeta.ErrQueueExists, http.StatusConflict, codeQueueExists},
-	{errTargetNotAllowed, http.StatusUnprocessableEntity, codeTargetNotAllowed},
+	{model.ErrModeMismatch, http.StatusConflict, codeQueueModeMismatch},
+	{model.ErrQueueExists, http.StatusConflict, codeQueueExists},
+	{model.ErrTargetNotAllowed, http.StatusUnprocessableEntity, codeTargetNotAllowed},
 	{base.ErrInvalidArgument, http.StatusBadRequest, codeInvalidArgument},
 	{base.ErrTaskNotFound, http.StatusNotFound, codeTaskNotFound},
 	{base.ErrQueueNotFound, http.StatusNotFound, codeQueueNotFound},

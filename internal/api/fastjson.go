@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/model"
 )
 
 // The enqueue endpoints are the hot paths of htq serve. Their request
@@ -66,14 +67,14 @@ func decodeBody(body []byte, readErr error, v any) error {
 }
 
 // decodeSpec reads the body of a single enqueue into spec.
-func (h *handler) decodeSpec(w http.ResponseWriter, r *http.Request, spec *TaskSpec) error {
+func (h *handler) decodeSpec(w http.ResponseWriter, r *http.Request, spec *model.TaskSpec) error {
 	body, err := h.readBody(w, r)
 	if err == nil && json.Valid(body) {
 		p := parser{b: body}
 		if p.ws(); p.spec(spec) {
 			return nil
 		}
-		*spec = TaskSpec{}
+		*spec = model.TaskSpec{}
 	}
 	return decodeBody(body, err, spec)
 }
@@ -268,7 +269,7 @@ func once(seen *int, bit int) bool {
 	return true
 }
 
-// Bits of the TaskSpec fields seen, to leave duplicate keys to
+// Bits of the model.TaskSpec fields seen, to leave duplicate keys to
 // encoding/json.
 const (
 	fType = 1 << iota
@@ -284,8 +285,8 @@ const (
 	fOptions
 )
 
-// spec reads a TaskSpec object.
-func (p *parser) spec(s *TaskSpec) bool {
+// spec reads a model.TaskSpec object.
+func (p *parser) spec(s *model.TaskSpec) bool {
 	if !p.open() {
 		return false
 	}
@@ -370,7 +371,7 @@ func (p *parser) batch(req *batchRequest) bool {
 		}
 		seen = true
 		p.i++
-		req.Tasks = []TaskSpec{}
+		req.Tasks = []model.TaskSpec{}
 		for k := 0; p.peek() != ']'; k++ {
 			if k > 0 {
 				if p.peek() != ',' {
@@ -387,7 +388,7 @@ func (p *parser) batch(req *batchRequest) bool {
 			if k == 0 {
 				start = p.i
 			}
-			req.Tasks = append(req.Tasks, TaskSpec{})
+			req.Tasks = append(req.Tasks, model.TaskSpec{})
 			if !p.spec(&req.Tasks[k]) {
 				return false
 			}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/htqueue/htq/internal/model"
 )
 
 // specBodies are bodies of a single enqueue, read and unread by the fast
@@ -41,7 +41,7 @@ func decodeStd(body []byte, v any) error { return decodeFrom(bytes.NewReader(bod
 func TestFastSpecMatchesEncodingJSON(t *testing.T) {
 	fast := 0
 	for _, body := range specBodies {
-		var want TaskSpec
+		var want model.TaskSpec
 		wantErr := decodeStd([]byte(body), &want)
 		if !json.Valid([]byte(body)) {
 			if wantErr == nil {
@@ -49,7 +49,7 @@ func TestFastSpecMatchesEncodingJSON(t *testing.T) {
 			}
 			continue
 		}
-		var got TaskSpec
+		var got model.TaskSpec
 		p := parser{b: []byte(body)}
 		p.ws()
 		if !p.spec(&got) {
@@ -71,7 +71,7 @@ func TestFastSpecMatchesEncodingJSON(t *testing.T) {
 
 // normSpec makes an empty payload nil (encoding/json leaves a missing one
 // nil as the fast path does; this only guards against []byte{} vs nil).
-func normSpec(s TaskSpec) TaskSpec {
+func normSpec(s model.TaskSpec) model.TaskSpec {
 	if len(s.Payload) == 0 {
 		s.Payload = nil
 	}
@@ -142,33 +142,5 @@ func TestAppendEnqueuedMatchesEncodingJSON(t *testing.T) {
 		if string(got) != want.String() {
 			t.Errorf("\n got %s want %s", got, want.String())
 		}
-	}
-}
-
-func TestDueTime(t *testing.T) {
-	due := time.Date(2030, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
-	ut := &queuemeta.URLTask{URL: "http://example.com/", Method: "POST", Headers: map[string]string{"process_at": "no"}}
-	payload, err := ut.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := DueTime(payload); ok {
-		t.Errorf("due time found in %s", payload)
-	}
-	with := WithDueTime(payload, due)
-	got, ok := DueTime(with)
-	if !ok || !got.Equal(due) {
-		t.Errorf("DueTime(%s) = %v, %v", with, got, ok)
-	}
-	back, err := queuemeta.DecodeURLTask(with)
-	if err != nil || !reflect.DeepEqual(back, ut) {
-		t.Errorf("DecodeURLTask(%s) = %+v, %v", with, back, err)
-	}
-	if got := WithoutDueTime(with); string(got) != string(payload) {
-		t.Errorf("WithoutDueTime(%s) = %s", with, got)
-	}
-	empty := WithDueTime([]byte(`{}`), due)
-	if _, ok := DueTime(empty); !ok || !json.Valid(empty) || string(WithoutDueTime(empty)) != `{}` {
-		t.Errorf("WithDueTime({}) = %s", empty)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/htqueue/htq/internal/metrics"
 )
 
 func TestHealthReadyMetrics(t *testing.T) {
@@ -29,7 +31,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 		}
 		e.must(http.StatusCreated, "POST", "/v1/queues", map[string]any{"name": "hooks", "mode": "real_time"}, nil)
 		e.must(http.StatusCreated, "POST", "/v1/queues/hooks/tasks", map[string]any{"url": "http://example.com/"}, nil)
-		e.opts.Metrics.ObserveDispatch("hooks", OutcomeSucceeded, 20*time.Millisecond)
+		e.opts.Metrics.ObserveDispatch("hooks", metrics.OutcomeSucceeded, 20*time.Millisecond)
 		e.opts.Metrics.ObserveLateness("hooks", 3*time.Millisecond)
 		status, body := get("/metrics")
 		for _, want := range []string{

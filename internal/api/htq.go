@@ -16,7 +16,7 @@ import (
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/base"
-	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/htqueue/htq/internal/model"
 )
 
 // HTQ's error codes, as HTQ (github.com/star7th/htq) answered them.
@@ -120,25 +120,6 @@ func (h *handler) htqForm(w http.ResponseWriter, r *http.Request) (url.Values, b
 	return f, true
 }
 
-// htqQueueKnown reports whether a queue exists: it has a record or the
-// storage knows it.
-func (h *handler) htqQueueKnown(r *http.Request, name string) (bool, error) {
-	if _, err := h.queues.Get(r.Context(), name); err == nil {
-		return true, nil
-	} else if !errors.Is(err, base.ErrQueueNotFound) {
-		return false, err
-	}
-	_, err := h.inspector.GetQueueInfo(name)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, base.ErrQueueNotFound):
-		return false, nil
-	default:
-		return false, err
-	}
-}
-
 // htqSeconds reads HTQ's stepping_time or max_time_interval: empty or "0"
 // means the default.
 func htqSeconds(f url.Values, name string) (int, error) {
@@ -166,19 +147,19 @@ func (h *handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
 		return
 	}
-	mode := queuemeta.Mode(f.Get("type"))
+	mode := model.Mode(f.Get("type"))
 	if !mode.IsURL() {
 		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, fmt.Errorf("%w: type %q: want real_time, timing or variable", base.ErrInvalidArgument, f.Get("type")))
 		return
 	}
-	q := &queuemeta.Queue{Name: name, Mode: mode, CreatedAt: time.Now().UTC()}
+	q := &model.Queue{Name: name, Mode: mode, CreatedAt: time.Now().UTC()}
 	ext, err := htqQueueExtensions(f)
 	if err != nil {
 		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
 		return
 	}
-	ext.applyPolicy(q)
-	if mode == queuemeta.ModeVariable {
+	ext.ApplyPolicy(q)
+	if mode == model.ModeVariable {
 		var err error
 		if q.SteppingTimeS, err = htqSeconds(f, "stepping_time"); err == nil {
 			q.MaxIntervalS, err = htqSeconds(f, "max_time_interval")
@@ -192,7 +173,7 @@ func (h *handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
 		return
 	}
-	known, err := h.htqQueueKnown(r, name)
+	known, err := h.reg.Known(r.Context(), name)
 	if err != nil {
 		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
 		return
@@ -201,7 +182,7 @@ func (h *handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueExists, Message: htqMsgQueueExists})
 		return
 	}
-	if _, err := h.defineQueue(r.Context(), q, ext, defineExplicit); errors.Is(err, queuemeta.ErrQueueExists) {
+	if _, err := h.reg.Define(r.Context(), q, &ext.QueueChange, model.DefineExplicit); errors.Is(err, model.ErrQueueExists) {
 		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueExists, Message: htqMsgQueueExists})
 		return
 	} else if err != nil {
@@ -223,7 +204,7 @@ func (h *handler) htqDeleteQueue(w http.ResponseWriter, r *http.Request) {
 		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueNotFound, Message: htqMsgQueueNotFound})
 		return
 	}
-	known, err := h.htqQueueKnown(r, name)
+	known, err := h.reg.Known(r.Context(), name)
 	if err != nil {
 		h.htqFail(w, r, htqDeleteFailed, htqMsgDeleteFailed, err)
 		return
@@ -273,7 +254,7 @@ func (h *handler) htqAllQueue(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		a := htqAttribute{Type: string(q.Mode)}
-		if q.Mode == queuemeta.ModeVariable {
+		if q.Mode == model.ModeVariable {
 			a.SteppingTime = strconv.Itoa(q.SteppingTimeS)
 			a.MaxTimeInterval = strconv.Itoa(q.MaxIntervalS)
 		}
@@ -430,7 +411,7 @@ func (h *handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
 	if method == "" {
 		method = http.MethodGet
 	}
-	spec := TaskSpec{URL: strings.TrimSpace(f.Get("url")), Method: method, Headers: headers}
+	spec := model.TaskSpec{URL: strings.TrimSpace(f.Get("url")), Method: method, Headers: headers}
 	if spec.URL == "" {
 		fail(fmt.Errorf("%w: url is empty", base.ErrInvalidArgument))
 		return
@@ -460,24 +441,24 @@ func (h *handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !at.IsZero() {
-		spec.Options = &TaskOptions{ProcessAt: &at}
+		spec.Options = &model.TaskOptions{ProcessAt: &at}
 	}
 	ctx := r.Context()
-	q, isNew, err := h.resolveQueue(ctx, name, queuemeta.ModeRealTime)
+	q, isNew, err := h.reg.Resolve(ctx, name, model.ModeRealTime)
 	if err != nil {
 		fail(err)
 		return
 	}
-	if q.Mode == queuemeta.ModeVariable {
-		spec.Variable = &queuemeta.Variable{}
+	if q.Mode == model.ModeVariable {
+		spec.Variable = &model.Variable{}
 	}
-	task, opts, err := h.build(ctx, &spec, q)
+	task, opts, err := h.reg.Build(ctx, &spec, q)
 	if err != nil {
 		fail(err)
 		return
 	}
 	if isNew {
-		if _, err := h.defineQueue(ctx, q, nil, defineFirstTask); err != nil {
+		if _, err := h.reg.Define(ctx, q, nil, model.DefineFirstTask); err != nil {
 			fail(err)
 			return
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/htqueue/htq"
-	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/htqueue/htq/internal/model"
 )
 
 func creds(fields map[string]string) map[string]string {
@@ -122,10 +122,10 @@ func testHTQ(t *testing.T, e *env, multi bool) {
 	if err != nil || len(tasks) != 2 {
 		t.Fatalf("mail tasks %v, %v", tasks, err)
 	}
-	byURL := map[string]*queuemeta.URLTask{}
+	byURL := map[string]*model.URLTask{}
 	for _, ti := range tasks {
-		ut, err := queuemeta.DecodeURLTask(ti.Payload)
-		if err != nil || ti.Type != queuemeta.TypeURL {
+		ut, err := model.DecodeURLTask(ti.Payload)
+		if err != nil || ti.Type != model.TypeURL {
 			t.Fatalf("task %+v: %v", ti, err)
 		}
 		byURL[strings.Split(ut.URL, "?")[0]] = ut
@@ -150,7 +150,7 @@ func testHTQ(t *testing.T, e *env, multi bool) {
 	}
 	var q queueJSON
 	e.must(http.StatusOK, "GET", "/v1/queues/auto", nil, &q)
-	if q.Mode != queuemeta.ModeRealTime || q.Settings.MaxConcurrency != 1 {
+	if q.Mode != model.ModeRealTime || q.Settings.MaxConcurrency != 1 {
 		t.Errorf("auto-created queue %+v %+v", q.Queue, q.Settings)
 	}
 

@@ -115,38 +115,6 @@ func (h *handler) auth(next http.HandlerFunc) http.Handler {
 	})
 }
 
-// Duration is a JSON duration: a Go duration string ("1m30s", "250ms") or
-// a number of seconds (90, 0.25).
-type Duration time.Duration
-
-// UnmarshalJSON reads a duration string or a number of seconds.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("%w: duration %q: want a Go duration such as \"90s\" or a number of seconds", base.ErrInvalidArgument, s)
-		}
-		*d = Duration(v)
-		return nil
-	}
-	var secs float64
-	if err := json.Unmarshal(b, &secs); err != nil {
-		return fmt.Errorf("%w: duration %s: want a Go duration string or a number of seconds", base.ErrInvalidArgument, b)
-	}
-	if math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
-		return fmt.Errorf("%w: duration %s is out of range", base.ErrInvalidArgument, b)
-	}
-	*d = Duration(secs * float64(time.Second))
-	return nil
-}
-
-// MarshalJSON writes the duration as a Go duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
 // seconds converts a number of seconds to a duration, refusing NaN and
 // values out of range.
 func seconds(what string, s float64) (time.Duration, error) {

@@ -7,61 +7,12 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/htqueue/htq/internal/metrics"
+	"github.com/htqueue/htq/internal/model"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
-
-// Metrics holds what the dispatcher observes, served on /metrics beside
-// the queue gauges the handler reads from the storage at each scrape.
-// Its methods are safe for concurrent use; a nil *Metrics ignores them.
-type Metrics struct {
-	dispatch *prometheus.HistogramVec
-	lateness *prometheus.HistogramVec
-}
-
-// Dispatch outcomes, the outcome label of htq_dispatch_duration_seconds
-// (dispatch.Outcome's String values).
-const (
-	OutcomeSucceeded = "succeeded"
-	OutcomeRetry     = "retry"
-	OutcomeArchive   = "archive"
-)
-
-// NewMetrics returns Metrics to give the dispatcher and Options.Metrics.
-func NewMetrics() *Metrics {
-	return &Metrics{
-		dispatch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "htq_dispatch_duration_seconds",
-			Help:    "Time of one URL task's HTTP exchange, by queue and outcome (succeeded, retry, archive).",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"queue", "outcome"}),
-		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "htq_dispatch_lateness_seconds",
-			Help:    "How long after its due time a URL task started, by queue.",
-			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30},
-		}, []string{"queue"}),
-	}
-}
-
-// ObserveDispatch records one dispatch of a task of queue: its outcome
-// (OutcomeSucceeded, OutcomeRetry or OutcomeArchive) and how long the
-// exchange took.
-func (m *Metrics) ObserveDispatch(queue, outcome string, d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.dispatch.WithLabelValues(queue, outcome).Observe(d.Seconds())
-}
-
-// ObserveLateness records how long after its due time a task started.
-func (m *Metrics) ObserveLateness(queue string, d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.lateness.WithLabelValues(queue).Observe(max(d, 0).Seconds())
-}
 
 // queueCollector reads every queue's statistics from the storage at each
 // scrape.
@@ -97,7 +48,7 @@ func (h *handler) collectQueues(ch chan<- prometheus.Metric) {
 		h.logger.Warn("metrics: list queues failed", "err", err)
 		errs++
 	}
-	modes := map[string]queuemeta.Mode{}
+	modes := map[string]model.Mode{}
 	if recs, err := h.queues.List(ctx); err == nil {
 		for _, q := range recs {
 			modes[q.Name] = q.Mode
@@ -119,7 +70,7 @@ func (h *handler) collectQueues(ch chan<- prometheus.Metric) {
 		}
 		mode := modes[name]
 		if mode == "" {
-			mode = queuemeta.ModePull
+			mode = model.ModePull
 		}
 		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, paused, name)
 		ch <- prometheus.MustNewConstMetric(descLatency, prometheus.GaugeValue, info.Latency.Seconds(), name)
@@ -132,8 +83,8 @@ func (h *handler) collectQueues(ch chan<- prometheus.Metric) {
 
 // registerMetrics registers m and the queue collector with reg (a second
 // registration of the same Metrics is not an error).
-func registerMetrics(reg *prometheus.Registry, m *Metrics, collect func(chan<- prometheus.Metric)) error {
-	for _, c := range []prometheus.Collector{m.dispatch, m.lateness, queueCollector{collect: collect}} {
+func registerMetrics(reg *prometheus.Registry, m *metrics.Metrics, collect func(chan<- prometheus.Metric)) error {
+	for _, c := range append(m.Collectors(), queueCollector{collect: collect}) {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

@@ -13,7 +13,7 @@ import (
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
-	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/htqueue/htq/internal/model"
 )
 
 // Limits of the pull-worker calls.
@@ -192,8 +192,8 @@ func (h *handler) checkFetch(ctx context.Context, req *fetchRequest) error {
 		case errors.Is(err, base.ErrQueueNotFound):
 		case err != nil:
 			return err
-		case rec.Mode != queuemeta.ModePull:
-			return fmt.Errorf("%w: queue %s is a %s queue: its URL tasks are run by htq serve, not fetched", queuemeta.ErrModeMismatch, q, rec.Mode)
+		case rec.Mode != model.ModePull:
+			return fmt.Errorf("%w: queue %s is a %s queue: its URL tasks are run by htq serve, not fetched", model.ErrModeMismatch, q, rec.Mode)
 		}
 	}
 	return nil

@@ -6,75 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/base"
-	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/model"
 )
 
-// ScheduleKeyPrefix starts the MetaStore key of every schedule.
-const ScheduleKeyPrefix = "schedule/"
-
-// Schedule is a persisted periodic task: every tick of Cron, the service's
-// htq.Scheduler enqueues the task into Queue. Its ID is the entry ID
-// htq.Scheduler.Register gives the same spec, task and options, so every
-// htq serve process registering it agrees on its ticks.
-type Schedule struct {
-	ID    string `json:"id"`
-	Cron  string `json:"cron"`
-	Queue string `json:"queue"`
-	// Task is the task as the client gave it.
-	Task TaskSpec `json:"task"`
-	// TaskType, Payload and Options are the task as htq enqueues it
-	// (the queue's policies applied when the schedule was created).
-	TaskType  string      `json:"task_type"`
-	Payload   []byte      `json:"payload"`
-	Options   TaskOptions `json:"options"`
-	CreatedAt time.Time   `json:"created_at"`
-}
-
-// Build returns the task and options to register with htq.Scheduler:
-//
-//	task, opts, err := s.Build()
-//	id, err := scheduler.Register(s.Cron, task, opts...) // id == s.ID
-func (s *Schedule) Build() (*htq.Task, []htq.Option, error) {
-	opts, err := s.Options.options(nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("schedule %s: %w", s.ID, err)
-	}
-	return htq.NewTask(s.TaskType, s.Payload), append(opts, htq.Queue(s.Queue)), nil
-}
-
-// LoadSchedules returns every persisted schedule, oldest first.
-func LoadSchedules(ctx context.Context, ms broker.MetaStore) ([]*Schedule, error) {
-	recs, err := ms.ListMeta(ctx, ScheduleKeyPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("api: load schedules: %w", err)
-	}
-	out := make([]*Schedule, 0, len(recs))
-	for key, data := range recs {
-		var s Schedule
-		if err := json.Unmarshal(data, &s); err != nil {
-			return nil, fmt.Errorf("api: schedule %s: corrupt record: %w", strings.TrimPrefix(key, ScheduleKeyPrefix), err)
-		}
-		out = append(out, &s)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out, nil
-}
-
 type scheduleRequest struct {
-	Cron  string   `json:"cron"`
-	Queue string   `json:"queue"`
-	Task  TaskSpec `json:"task"`
+	Cron  string         `json:"cron"`
+	Queue string         `json:"queue"`
+	Task  model.TaskSpec `json:"task"`
 }
 
 // createSchedule: POST /v1/schedules. Creating the same schedule twice
@@ -85,7 +28,7 @@ func (h *handler) createSchedule(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if err := req.Task.checkKind(); err != nil {
+	if err := req.Task.CheckKind(); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -98,16 +41,16 @@ func (h *handler) createSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	task, _, q, err := h.prepare(ctx, req.Queue, &req.Task)
+	task, _, q, err := h.reg.Prepare(ctx, req.Queue, &req.Task)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	s := &Schedule{Cron: req.Cron, Queue: req.Queue, Task: req.Task, TaskType: task.Type(), Payload: task.Payload(), CreatedAt: time.Now().UTC()}
+	s := &model.Schedule{Cron: req.Cron, Queue: req.Queue, Task: req.Task, TaskType: task.Type(), Payload: task.Payload(), CreatedAt: time.Now().UTC()}
 	if req.Task.Options != nil {
 		s.Options = *req.Task.Options
 	}
-	if n, ok := q.MaxRetry(); ok && s.Options.MaxRetry == nil && req.Task.isURL() {
+	if n, ok := q.MaxRetry(); ok && s.Options.MaxRetry == nil && req.Task.IsURL() {
 		s.Options.MaxRetry = &n
 	}
 	// Register checks the spec and the task and names the entry; this
@@ -127,7 +70,7 @@ func (h *handler) createSchedule(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	created, err := h.meta.PutMetaIfAbsent(ctx, ScheduleKeyPrefix+s.ID, data)
+	created, err := h.meta.PutMetaIfAbsent(ctx, model.ScheduleKeyPrefix+s.ID, data)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -151,18 +94,18 @@ func (h *handler) schedulesChanged() {
 	}
 }
 
-func (h *handler) loadSchedule(ctx context.Context, id string) (*Schedule, error) {
+func (h *handler) loadSchedule(ctx context.Context, id string) (*model.Schedule, error) {
 	if id == "" || strings.ContainsAny(id, "/\x00") {
 		return nil, invalid(fmt.Sprintf("schedule id %q is malformed", id))
 	}
-	data, err := h.meta.GetMeta(ctx, ScheduleKeyPrefix+id)
+	data, err := h.meta.GetMeta(ctx, model.ScheduleKeyPrefix+id)
 	if errors.Is(err, base.ErrNotFound) {
 		return nil, fmt.Errorf("schedule %s: %w", id, base.ErrNotFound)
 	}
 	if err != nil {
 		return nil, err
 	}
-	var s Schedule
+	var s model.Schedule
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("api: schedule %s: corrupt record: %w", id, err)
 	}
@@ -181,13 +124,13 @@ func (h *handler) getSchedule(w http.ResponseWriter, r *http.Request) {
 
 // listSchedules: GET /v1/schedules.
 func (h *handler) listSchedules(w http.ResponseWriter, r *http.Request) {
-	list, err := LoadSchedules(r.Context(), h.meta)
+	list, err := model.LoadSchedules(r.Context(), h.meta)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
-		Schedules []*Schedule `json:"schedules"`
+		Schedules []*model.Schedule `json:"schedules"`
 	}{list})
 }
 
@@ -199,7 +142,7 @@ func (h *handler) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if err := h.meta.DeleteMeta(ctx, ScheduleKeyPrefix+id); err != nil {
+	if err := h.meta.DeleteMeta(ctx, model.ScheduleKeyPrefix+id); err != nil {
 		h.writeError(w, r, err)
 		return
 	}

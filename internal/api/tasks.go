@@ -1,260 +1,21 @@
 package api
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/base"
-	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/htqueue/htq/internal/model"
 )
 
 // MaxBatch is the most tasks one batch enqueue takes.
 const MaxBatch = 10000
-
-// TaskSpec is a task as a client sends it: a typed task (Type with Payload
-// or PayloadBase64) or a URL task (URL, Method, Headers, Body or
-// BodyBase64, TimeoutMS), with its options.
-type TaskSpec struct {
-	Type          string          `json:"type,omitempty"`
-	Payload       json.RawMessage `json:"payload,omitempty"`
-	PayloadBase64 string          `json:"payload_base64,omitempty"`
-
-	URL        string              `json:"url,omitempty"`
-	Method     string              `json:"method,omitempty"`
-	Headers    map[string]string   `json:"headers,omitempty"`
-	Body       *string             `json:"body,omitempty"`
-	BodyBase64 string              `json:"body_base64,omitempty"`
-	TimeoutMS  int64               `json:"timeout_ms,omitempty"`
-	Variable   *queuemeta.Variable `json:"variable,omitempty"`
-
-	Options *TaskOptions `json:"options,omitempty"`
-}
-
-// TaskOptions are the core options of a task (htq's Option functions).
-type TaskOptions struct {
-	// Delay makes the task wait (ProcessIn); ProcessAt makes it wait
-	// until a time. Set one at most.
-	Delay     *Duration  `json:"delay,omitempty"`
-	ProcessAt *time.Time `json:"process_at,omitempty"`
-	MaxRetry  *int       `json:"max_retry,omitempty"`
-	Timeout   *Duration  `json:"timeout,omitempty"`
-	Deadline  *time.Time `json:"deadline,omitempty"`
-	// Unique is the TTL of the uniqueness lock (at least 1s).
-	Unique    *Duration `json:"unique,omitempty"`
-	TaskID    string    `json:"task_id,omitempty"`
-	Retention *Duration `json:"retention,omitempty"`
-	Group     string    `json:"group,omitempty"`
-}
-
-// isURL reports whether the spec is a URL task.
-func (s *TaskSpec) isURL() bool { return s.URL != "" }
-
-// kindMode is the queue mode a task of this kind fixes on a queue that has
-// none yet.
-func (s *TaskSpec) kindMode() queuemeta.Mode {
-	switch {
-	case !s.isURL():
-		return queuemeta.ModePull
-	case s.Variable != nil:
-		return queuemeta.ModeVariable
-	default:
-		return queuemeta.ModeRealTime
-	}
-}
-
-// checkKind refuses a spec that mixes the two kinds or is neither.
-func (s *TaskSpec) checkKind() error {
-	typed := s.Type != "" || len(s.Payload) > 0 || s.PayloadBase64 != ""
-	url := s.URL != "" || s.Method != "" || s.Headers != nil || s.Body != nil || s.BodyBase64 != "" || s.TimeoutMS != 0 || s.Variable != nil
-	switch {
-	case typed && url:
-		return invalid("a task is either typed (type, payload) or a URL task (url, method, headers, body), not both")
-	case !typed && !url:
-		return invalid("a task needs a type (typed task) or a url (URL task)")
-	case url && s.URL == "":
-		return invalid("URL task: url is empty")
-	case typed && s.Type == "":
-		return invalid("typed task: type is empty")
-	case len(s.Payload) > 0 && s.PayloadBase64 != "":
-		return invalid("set payload or payload_base64, not both")
-	}
-	return nil
-}
-
-// dueTime is when a task with these options is due, when they make it
-// wait: process_at, or now plus a positive delay.
-func (o *TaskOptions) dueTime() (time.Time, bool) {
-	switch {
-	case o == nil:
-		return time.Time{}, false
-	case o.ProcessAt != nil:
-		return *o.ProcessAt, true
-	case o.Delay != nil && *o.Delay > 0:
-		return time.Now().Add(time.Duration(*o.Delay)), true
-	}
-	return time.Time{}, false
-}
-
-// options converts the options (without the queue) to htq's.
-func (o *TaskOptions) options(dst []htq.Option) ([]htq.Option, error) {
-	if o == nil {
-		return dst, nil
-	}
-	if o.Delay != nil && o.ProcessAt != nil {
-		return nil, invalid("options: set delay or process_at, not both")
-	}
-	if o.Delay != nil {
-		dst = append(dst, htq.ProcessIn(time.Duration(*o.Delay)))
-	}
-	if o.ProcessAt != nil {
-		dst = append(dst, htq.ProcessAt(*o.ProcessAt))
-	}
-	if o.MaxRetry != nil {
-		dst = append(dst, htq.MaxRetry(*o.MaxRetry))
-	}
-	if o.Timeout != nil {
-		dst = append(dst, htq.Timeout(time.Duration(*o.Timeout)))
-	}
-	if o.Deadline != nil {
-		dst = append(dst, htq.Deadline(*o.Deadline))
-	}
-	if o.Unique != nil {
-		dst = append(dst, htq.Unique(time.Duration(*o.Unique)))
-	}
-	if o.TaskID != "" {
-		dst = append(dst, htq.TaskID(o.TaskID))
-	}
-	if o.Retention != nil {
-		dst = append(dst, htq.Retention(time.Duration(*o.Retention)))
-	}
-	if o.Group != "" {
-		dst = append(dst, htq.Group(o.Group))
-	}
-	return dst, nil
-}
-
-// build turns a spec into an htq task with its options (the queue option
-// not included), checked against the queue's record and, for a URL task,
-// the target guard.
-func (h *handler) build(ctx context.Context, s *TaskSpec, q *queuemeta.Queue) (*htq.Task, []htq.Option, error) {
-	task, opts, ut, err := buildTask(s, q)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ut != nil && h.opts.CheckTarget != nil {
-		u, _ := url.Parse(ut.URL) // Validate parsed it already
-		if err := h.opts.CheckTarget(ctx, u); err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", errTargetNotAllowed, err)
-		}
-	}
-	return task, opts, nil
-}
-
-// buildTask turns a spec into an htq task with its options (the queue
-// option not included), checked against the queue's record. For a URL
-// task it also returns the URLTask it made.
-func buildTask(s *TaskSpec, q *queuemeta.Queue) (*htq.Task, []htq.Option, *queuemeta.URLTask, error) {
-	if err := s.checkKind(); err != nil {
-		return nil, nil, nil, err
-	}
-	opts, err := s.Options.options(nil)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if !s.isURL() {
-		if q.Mode != queuemeta.ModePull {
-			return nil, nil, nil, fmt.Errorf("%w: queue %s is a %s queue: it takes URL tasks, not typed tasks", queuemeta.ErrModeMismatch, q.Name, q.Mode)
-		}
-		payload := []byte(s.Payload)
-		if s.PayloadBase64 != "" {
-			if payload, err = base64.StdEncoding.DecodeString(s.PayloadBase64); err != nil {
-				return nil, nil, nil, invalid("payload_base64: " + err.Error())
-			}
-		}
-		return htq.NewTask(s.Type, payload), opts, nil, nil
-	}
-	if !q.Mode.IsURL() {
-		return nil, nil, nil, fmt.Errorf("%w: queue %s is a pull queue: it takes typed tasks, not URL tasks", queuemeta.ErrModeMismatch, q.Name)
-	}
-	ut := &queuemeta.URLTask{URL: s.URL, Method: strings.ToUpper(s.Method), Headers: s.Headers,
-		BodyBase64: s.BodyBase64, TimeoutMS: s.TimeoutMS, Variable: s.Variable}
-	if ut.Method == "" {
-		ut.Method = http.MethodPost
-	}
-	if s.Body != nil {
-		ut.Body = *s.Body
-	}
-	switch {
-	case q.Mode == queuemeta.ModeVariable && ut.Variable == nil:
-		ut.Variable = &queuemeta.Variable{}
-	case q.Mode != queuemeta.ModeVariable && ut.Variable != nil:
-		return nil, nil, nil, invalid(fmt.Sprintf("URL task: variable applies to tasks of variable queues; queue %s is %s", q.Name, q.Mode))
-	}
-	if ut.Variable != nil && (ut.Variable.IntervalS < 0 || ut.Variable.IntervalS > float64(queuemeta.MaxIntervalLimit)) {
-		return nil, nil, nil, invalid(fmt.Sprintf("URL task: variable.interval_s %v is out of range", ut.Variable.IntervalS))
-	}
-	if _, err := ut.Validate(); err != nil {
-		return nil, nil, nil, err
-	}
-	if n, ok := q.MaxRetry(); ok && (s.Options == nil || s.Options.MaxRetry == nil) {
-		opts = append([]htq.Option{htq.MaxRetry(n)}, opts...)
-	}
-	payload, err := ut.Encode()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if due, ok := s.Options.dueTime(); ok {
-		payload = WithDueTime(payload, due)
-	}
-	return htq.NewTask(queuemeta.TypeURL, payload), opts, ut, nil
-}
-
-// resolveQueue returns the record of the queue a task of mode's kind goes
-// to. A queue without a record gets a provisional one of that mode, and
-// isNew is true: the caller checks its tasks against it and then defines
-// the queue with defineQueue, so a refused task leaves no queue behind.
-func (h *handler) resolveQueue(ctx context.Context, name string, mode queuemeta.Mode) (q *queuemeta.Queue, isNew bool, err error) {
-	if err := base.ValidateQueueName(name); err != nil {
-		return nil, false, err
-	}
-	q, err = h.queues.Get(ctx, name)
-	switch {
-	case err == nil:
-		return q, false, nil
-	case errors.Is(err, base.ErrQueueNotFound):
-		return queuemeta.New(name, mode, time.Now()), true, nil
-	default:
-		return nil, false, err
-	}
-}
-
-// prepare resolves the queue of a task, builds the task and, when the
-// queue had no record, defines it.
-func (h *handler) prepare(ctx context.Context, name string, spec *TaskSpec) (*htq.Task, []htq.Option, *queuemeta.Queue, error) {
-	q, isNew, err := h.resolveQueue(ctx, name, spec.kindMode())
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	task, opts, err := h.build(ctx, spec, q)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if isNew {
-		if q, err = h.defineQueue(ctx, q, nil, defineFirstTask); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	return task, opts, q, nil
-}
 
 // enqueueResponse is the answer to an enqueue.
 type enqueueResponse struct {
@@ -276,18 +37,18 @@ func newEnqueueResponse(info *htq.TaskInfo) enqueueResponse {
 
 // enqueue: POST /v1/queues/{queue}/tasks.
 func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
-	var spec TaskSpec
+	var spec model.TaskSpec
 	if err := h.decodeSpec(w, r, &spec); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	if err := spec.checkKind(); err != nil {
+	if err := spec.CheckKind(); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
 	ctx := r.Context()
 	name := r.PathValue("queue")
-	task, opts, _, err := h.prepare(ctx, name, &spec)
+	task, opts, _, err := h.reg.Prepare(ctx, name, &spec)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -302,7 +63,7 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 }
 
 type batchRequest struct {
-	Tasks []TaskSpec `json:"tasks"`
+	Tasks []model.TaskSpec `json:"tasks"`
 }
 
 // batchItem is one task's result: what was stored, or the error.
@@ -342,19 +103,19 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	name := r.PathValue("queue")
 	for i := range req.Tasks {
-		if err := req.Tasks[i].checkKind(); err != nil {
+		if err := req.Tasks[i].CheckKind(); err != nil {
 			h.writeError(w, r, fmt.Errorf("task %d: %w", i, err))
 			return
 		}
 	}
-	q, isNew, err := h.resolveQueue(ctx, name, req.Tasks[0].kindMode())
+	q, isNew, err := h.reg.Resolve(ctx, name, req.Tasks[0].Mode())
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
 	tasks := make([]*htq.Task, len(req.Tasks))
 	for i := range req.Tasks {
-		task, opts, err := h.build(ctx, &req.Tasks[i], q)
+		task, opts, err := h.reg.Build(ctx, &req.Tasks[i], q)
 		if err != nil {
 			h.writeError(w, r, fmt.Errorf("task %d: %w", i, err))
 			return
@@ -367,7 +128,7 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		tasks[i] = task
 	}
 	if isNew {
-		if _, err := h.defineQueue(ctx, q, nil, defineFirstTask); err != nil {
+		if _, err := h.reg.Define(ctx, q, nil, model.DefineFirstTask); err != nil {
 			h.writeError(w, r, err)
 			return
 		}
@@ -443,8 +204,8 @@ func newTaskJSON(info *htq.TaskInfo) *taskJSON {
 		IsOrphaned: info.IsOrphaned, RetentionMS: info.Retention.Milliseconds(), CompletedAt: timePtr(info.CompletedAt),
 	}
 	payload := info.Payload
-	if info.Type == queuemeta.TypeURL {
-		payload = WithoutDueTime(payload)
+	if info.Type == model.TypeURL {
+		payload = model.WithoutProcessAt(payload)
 	}
 	if raw, ok := rawJSON(payload); ok {
 		t.Payload = raw

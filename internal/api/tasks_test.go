@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/model"
 )
 
 func TestEnqueueAndManageTasks(t *testing.T) {
@@ -217,18 +218,18 @@ func TestSchedules(t *testing.T) {
 		e = newEnv(t, "embedded", func(o *Options) { o.SchedulesChanged = func() { changed++ } })
 		body := map[string]any{"cron": "*/5 * * * *", "queue": "reports",
 			"task": map[string]any{"type": "report:daily", "payload": map[string]any{"k": 1}, "options": map[string]any{"max_retry": 2}}}
-		var s Schedule
+		var s model.Schedule
 		e.must(http.StatusCreated, "POST", "/v1/schedules", body, &s)
 		if s.ID == "" || s.TaskType != "report:daily" || string(s.Payload) != `{"k":1}` || changed != 1 {
 			t.Fatalf("schedule %+v (changed %d)", s, changed)
 		}
-		var again Schedule
+		var again model.Schedule
 		e.must(http.StatusOK, "POST", "/v1/schedules", body, &again)
 		if again.ID != s.ID {
 			t.Errorf("same schedule twice got IDs %s and %s", s.ID, again.ID)
 		}
 		// LoadSchedules gives what the service registers, under the same ID.
-		list, err := LoadSchedules(context.Background(), e.meta)
+		list, err := model.LoadSchedules(context.Background(), e.meta)
 		if err != nil || len(list) != 1 {
 			t.Fatalf("LoadSchedules = %v, %v", list, err)
 		}
@@ -244,7 +245,7 @@ func TestSchedules(t *testing.T) {
 		if status != http.StatusBadRequest || !strings.Contains(string(data), "minute") {
 			t.Errorf("bad cron: %d %s", status, data)
 		}
-		var all struct{ Schedules []Schedule }
+		var all struct{ Schedules []model.Schedule }
 		e.must(http.StatusOK, "GET", "/v1/schedules", nil, &all)
 		if len(all.Schedules) != 1 {
 			t.Errorf("list %+v", all)
@@ -364,7 +365,7 @@ func TestBadRequests(t *testing.T) {
 					t.Errorf("queue %s exists", q.Name)
 				}
 			}
-			var schedules struct{ Schedules []Schedule }
+			var schedules struct{ Schedules []model.Schedule }
 			if e.must(http.StatusOK, "GET", "/v1/schedules", nil, &schedules); len(schedules.Schedules) != 0 {
 				t.Errorf("schedules written: %+v", schedules)
 			}

@@ -17,10 +17,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/htqueue/htq"
-	"github.com/htqueue/htq/internal/api"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/dispatch"
-	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/htqueue/htq/internal/metrics"
+	"github.com/htqueue/htq/internal/model"
 )
 
 // urlResult is a URL task's Result, stored as JSON.
@@ -35,7 +35,7 @@ type urlResult struct {
 
 // queueModels is what the executor needs of the queue model.
 type queueModels interface {
-	Get(ctx context.Context, name string) (*queuemeta.Queue, error)
+	Get(ctx context.Context, name string) (*model.Queue, error)
 }
 
 // executor is the dispatcher's htq.Handler: it runs one URL task through
@@ -44,7 +44,7 @@ type executor struct {
 	disp    *dispatch.Dispatcher
 	queues  queueModels
 	client  *htq.Client
-	metrics *api.Metrics
+	metrics *metrics.Metrics
 	logger  *slog.Logger
 	timeout time.Duration // a task's request timeout when neither it nor its queue sets one
 }
@@ -68,7 +68,7 @@ func retryDelay(n int, err error, t *htq.Task) time.Duration {
 	}
 	// A panic or an error the executor did not classify: the default
 	// policy's first step, growing with n.
-	return backoff(n, queuemeta.DefaultMinBackoff, queuemeta.DefaultMaxBackoff)
+	return backoff(n, model.DefaultMinBackoff, model.DefaultMaxBackoff)
 }
 
 // backoff is min·2ⁿ capped at max, with up to 10 % added at random so
@@ -113,7 +113,7 @@ func (x *executor) ProcessTask(ctx context.Context, t *htq.Task) error {
 	id, _ := htq.GetTaskID(ctx)
 	queue, _ := htq.GetQueueName(ctx)
 	retried, _ := htq.GetRetryCount(ctx)
-	if t.Type() != queuemeta.TypeURL {
+	if t.Type() != model.TypeURL {
 		return permanent(fmt.Errorf("task %s of type %q is in URL queue %s, whose tasks must be URL tasks", id, t.Type(), queue))
 	}
 	q, err := x.queues.Get(ctx, queue)
@@ -123,7 +123,7 @@ func (x *executor) ProcessTask(ctx context.Context, t *htq.Task) error {
 		}
 		return &retryError{delay: time.Second, err: fmt.Errorf("task %s: read queue %s: %w", id, queue, err)}
 	}
-	p, err := queuemeta.DecodeURLTask(t.Payload())
+	p, err := model.DecodeURLTask(t.Payload())
 	if err != nil {
 		return permanent(fmt.Errorf("task %s: %w", id, err))
 	}
@@ -136,8 +136,8 @@ func (x *executor) ProcessTask(ctx context.Context, t *htq.Task) error {
 	if retried == 0 {
 		// A retry is due at its backoff, not at the time the task
 		// carries.
-		if due, ok := api.DueTime(t.Payload()); ok {
-			x.metrics.ObserveLateness(queue, start.Sub(due))
+		if p.ProcessAt != nil {
+			x.metrics.ObserveLateness(queue, start.Sub(*p.ProcessAt))
 		}
 	}
 	res, derr := x.disp.Dispatch(ctx, req)
@@ -152,7 +152,7 @@ func (x *executor) ProcessTask(ctx context.Context, t *htq.Task) error {
 	}
 	switch outcome {
 	case dispatch.Succeeded:
-		if q.Mode == queuemeta.ModeVariable {
+		if q.Mode == model.ModeVariable {
 			if err := x.scheduleNext(ctx, q, p, res); err != nil {
 				// Run it again rather than lose the chain (the target sees
 				// this run twice, as with any retry).
@@ -172,7 +172,7 @@ func (x *executor) ProcessTask(ctx context.Context, t *htq.Task) error {
 }
 
 // request builds the dispatch request of a task.
-func (x *executor) request(id, queue string, retried int, q *queuemeta.Queue, p *queuemeta.URLTask) (dispatch.Request, error) {
+func (x *executor) request(id, queue string, retried int, q *model.Queue, p *model.URLTask) (dispatch.Request, error) {
 	req := dispatch.Request{TaskID: id, Queue: queue, RetryCount: retried, URL: p.URL, Method: p.Method}
 	if len(p.Headers) > 0 {
 		req.Header = make(http.Header, len(p.Headers))
@@ -223,7 +223,7 @@ func (x *executor) writeResult(t *htq.Task, res *dispatch.Result) {
 // instead of starting a second chain. For that, the next run keeps its ID
 // for variableRunRetention after it completes, longer than a lost run
 // takes to be recovered.
-func (x *executor) scheduleNext(ctx context.Context, q *queuemeta.Queue, p *queuemeta.URLTask, res *dispatch.Result) error {
+func (x *executor) scheduleNext(ctx context.Context, q *model.Queue, p *model.URLTask, res *dispatch.Result) error {
 	id, _ := htq.GetTaskID(ctx)
 	maxRetry, _ := htq.GetMaxRetry(ctx)
 	var current time.Duration
@@ -235,13 +235,14 @@ func (x *executor) scheduleNext(ctx context.Context, q *queuemeta.Queue, p *queu
 		return nil
 	}
 	nextTask := *p
-	nextTask.Variable = &queuemeta.Variable{IntervalS: next.Seconds()}
+	nextTask.Variable = &model.Variable{IntervalS: next.Seconds()}
+	due := time.Now().Add(next).UTC()
+	nextTask.ProcessAt = &due
 	payload, err := nextTask.Encode()
 	if err != nil {
 		return fmt.Errorf("task %s: next run: %w", id, err)
 	}
-	payload = api.WithDueTime(payload, time.Now().Add(next))
-	_, err = x.client.EnqueueContext(context.WithoutCancel(ctx), htq.NewTask(queuemeta.TypeURL, payload),
+	_, err = x.client.EnqueueContext(context.WithoutCancel(ctx), htq.NewTask(model.TypeURL, payload),
 		htq.Queue(q.Name), htq.TaskID(nextRunID(id)), htq.ProcessIn(next), htq.MaxRetry(maxRetry),
 		htq.Retention(variableRunRetention))
 	if err != nil && !errors.Is(err, htq.ErrTaskIDConflict) {

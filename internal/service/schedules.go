@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/htqueue/htq"
-	"github.com/htqueue/htq/internal/api"
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/model"
 )
 
 // periodic is one stored schedule as the runner registers it.
@@ -148,7 +148,7 @@ func (r *scheduleRunner) shutdown() {
 
 // loadSchedules reads the schedules stored through the API.
 func loadSchedules(ctx context.Context, ms broker.MetaStore) ([]periodic, error) {
-	stored, err := api.LoadSchedules(ctx, ms)
+	stored, err := model.LoadSchedules(ctx, ms)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,8 @@ import (
 	"github.com/htqueue/htq/internal/api"
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/dispatch"
-	"github.com/htqueue/htq/internal/queuemeta"
+	"github.com/htqueue/htq/internal/metrics"
+	"github.com/htqueue/htq/internal/model"
 	"github.com/htqueue/htq/internal/storage"
 	"github.com/htqueue/htq/webhook"
 )
@@ -43,7 +44,7 @@ type Service struct {
 
 	storage  *htq.Storage
 	meta     broker.MetaStore
-	queues   *queuemeta.Cache
+	queues   *model.Cache
 	disp     *dispatch.Dispatcher
 	server   *htq.Server
 	sched    *scheduleRunner
@@ -117,7 +118,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	// The service's own records (queue model, schedules, secrets) live
 	// beside the queues, in the storage's meta records.
 	s.meta = storage.BrokerOf(s.storage)
-	s.queues = queuemeta.NewCache(s.meta, 0)
+	s.queues = model.NewCache(s.meta, 0)
 
 	signer, err := s.loadSecrets(ctx)
 	if err != nil {
@@ -139,7 +140,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	// changes; it starts after the API is built.
 	s.sched = newScheduleRunner(s.storage, s.meta, loc, cfg.ScheduleReloadInterval, cfg.Logger)
 
-	metrics := api.NewMetrics()
+	obs := metrics.New()
 	s.apiCtx, s.apiCancel = context.WithCancel(context.Background())
 	cleanups = append(cleanups, s.apiCancel)
 	handler, err := api.New(api.Options{
@@ -155,13 +156,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Queues:           s.queues,
 		CheckTarget:      func(_ context.Context, u *url.URL) error { return s.disp.Guard().CheckURL(u) },
 		SchedulesChanged: s.sched.reload,
-		Metrics:          metrics,
+		Metrics:          obs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: API: %w", err)
 	}
 
-	exec := &executor{disp: s.disp, queues: s.queues, client: htq.NewClient(s.storage), metrics: metrics,
+	exec := &executor{disp: s.disp, queues: s.queues, client: htq.NewClient(s.storage), metrics: obs,
 		logger: cfg.Logger.With("component", "htq.dispatcher"), timeout: cfg.DispatchTimeout}
 	s.server = htq.NewServer(s.storage, htq.Config{
 		Concurrency:          cfg.Concurrency,

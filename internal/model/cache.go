@@ -1,4 +1,4 @@
-package queuemeta
+package model
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package queuemeta
+package model
 
 import (
 	"encoding/base64"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/htqueue/htq/internal/base"
 )
@@ -31,6 +32,12 @@ type URLTask struct {
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 	// Variable is set on the tasks of variable queues: the task repeats.
 	Variable *Variable `json:"variable,omitempty"`
+	// ProcessAt is when the task was due, for a task that waited (a
+	// delay or process_at at enqueue, the next run of a variable task):
+	// the dispatcher measures how late it started from it
+	// (htq_dispatch_lateness_seconds). API views leave it out (see
+	// WithoutProcessAt).
+	ProcessAt *time.Time `json:"process_at,omitempty"`
 }
 
 // Variable is the repeating state of a task of a variable queue.
@@ -134,9 +141,24 @@ func validHeaderName(s string) bool {
 func (t *URLTask) Encode() ([]byte, error) {
 	b, err := json.Marshal(t)
 	if err != nil {
-		return nil, fmt.Errorf("queuemeta: encode URL task: %w", err)
+		return nil, fmt.Errorf("model: encode URL task: %w", err)
 	}
 	return b, nil
+}
+
+// WithoutProcessAt returns the payload of a URL task without its due time,
+// as the API shows it; a payload that does not decode is returned as it is.
+func WithoutProcessAt(payload []byte) []byte {
+	t, err := DecodeURLTask(payload)
+	if err != nil || t.ProcessAt == nil {
+		return payload
+	}
+	t.ProcessAt = nil
+	out, err := t.Encode()
+	if err != nil {
+		return payload
+	}
+	return out
 }
 
 // DecodeURLTask reads the payload of a URL task.

@@ -9,7 +9,7 @@
 // limit, lease length) are not kept here: they are the storage's queue
 // settings (htq.Inspector.SetQueueSettings). DefaultMaxConcurrency says
 // what a new queue of each mode gets.
-package queuemeta
+package model
 
 import (
 	"context"
@@ -252,10 +252,10 @@ func DefaultMaxConcurrency(m Mode) int {
 func Get(ctx context.Context, ms broker.MetaStore, name string) (*Queue, error) {
 	data, err := ms.GetMeta(ctx, Key(name))
 	if errors.Is(err, base.ErrNotFound) {
-		return nil, fmt.Errorf("queuemeta: queue %s: %w", name, base.ErrQueueNotFound)
+		return nil, fmt.Errorf("model: queue %s: %w", name, base.ErrQueueNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("queuemeta: get queue %s: %w", name, err)
+		return nil, fmt.Errorf("model: get queue %s: %w", name, err)
 	}
 	return decode(name, data)
 }
@@ -263,7 +263,7 @@ func Get(ctx context.Context, ms broker.MetaStore, name string) (*Queue, error) 
 func decode(name string, data []byte) (*Queue, error) {
 	var q Queue
 	if err := json.Unmarshal(data, &q); err != nil {
-		return nil, fmt.Errorf("queuemeta: queue %s: corrupt record: %w", name, err)
+		return nil, fmt.Errorf("model: queue %s: corrupt record: %w", name, err)
 	}
 	if q.Name == "" {
 		q.Name = name
@@ -278,7 +278,7 @@ func encode(q *Queue) ([]byte, error) {
 	}
 	data, err := json.Marshal(q)
 	if err != nil {
-		return nil, fmt.Errorf("queuemeta: encode queue %s: %w", q.Name, err)
+		return nil, fmt.Errorf("model: encode queue %s: %w", q.Name, err)
 	}
 	return data, nil
 }
@@ -292,7 +292,7 @@ func Put(ctx context.Context, ms broker.MetaStore, q *Queue) error {
 		return err
 	}
 	if err := ms.PutMeta(ctx, Key(q.Name), data); err != nil {
-		return fmt.Errorf("queuemeta: put queue %s: %w", q.Name, err)
+		return fmt.Errorf("model: put queue %s: %w", q.Name, err)
 	}
 	return nil
 }
@@ -306,7 +306,7 @@ func Create(ctx context.Context, ms broker.MetaStore, q *Queue) (*Queue, error) 
 	}
 	ok, err := ms.PutMetaIfAbsent(ctx, Key(q.Name), data)
 	if err != nil {
-		return nil, fmt.Errorf("queuemeta: create queue %s: %w", q.Name, err)
+		return nil, fmt.Errorf("model: create queue %s: %w", q.Name, err)
 	}
 	if ok {
 		return q, nil
@@ -315,7 +315,7 @@ func Create(ctx context.Context, ms broker.MetaStore, q *Queue) (*Queue, error) 
 	if err != nil {
 		return nil, err
 	}
-	return old, fmt.Errorf("queuemeta: create queue %s: %w", q.Name, ErrQueueExists)
+	return old, fmt.Errorf("model: create queue %s: %w", q.Name, ErrQueueExists)
 }
 
 // Ensure returns the record of queue name, creating it with mode and
@@ -364,7 +364,7 @@ func Update(ctx context.Context, ms broker.MetaStore, name string, change func(*
 // error.
 func Delete(ctx context.Context, ms broker.MetaStore, name string) error {
 	if err := ms.DeleteMeta(ctx, Key(name)); err != nil {
-		return fmt.Errorf("queuemeta: delete queue %s: %w", name, err)
+		return fmt.Errorf("model: delete queue %s: %w", name, err)
 	}
 	return nil
 }
@@ -373,7 +373,7 @@ func Delete(ctx context.Context, ms broker.MetaStore, name string) error {
 func List(ctx context.Context, ms broker.MetaStore) ([]*Queue, error) {
 	recs, err := ms.ListMeta(ctx, KeyPrefix)
 	if err != nil {
-		return nil, fmt.Errorf("queuemeta: list queues: %w", err)
+		return nil, fmt.Errorf("model: list queues: %w", err)
 	}
 	out := make([]*Queue, 0, len(recs))
 	for key, data := range recs {
