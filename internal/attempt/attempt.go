@@ -1,7 +1,8 @@
 // Package attempt holds htq's one rule for an attempt that ends without
 // success: whether the task is retried or archived, and what is written.
 // The Server's processor and recoverer and the HTTP API's pull workers and
-// their recoverer all call Fail; none decides on its own.
+// their recoverer all call Fail; code that only needs to know the outcome
+// (the URL dispatcher's log line) asks Archives. None decides on its own.
 package attempt
 
 import (
@@ -60,7 +61,7 @@ type Failed struct {
 // also when the write failed, and the write's error (wrapping
 // base.ErrLeaseLost when the lease no longer holds the task).
 func Fail(ctx context.Context, s Store, f Failed) (base.TaskState, error) {
-	if archives(f.Msg.Retried, f.Msg.MaxRetry, f.SkipRetry, f.IsFailure) {
+	if Archives(f.Msg.Retried, f.Msg.MaxRetry, f.SkipRetry, f.IsFailure) {
 		return base.StateArchived, s.Archive(ctx, broker.ArchiveParams{
 			Lease: f.Lease, ErrMsg: f.ErrMsg, RequireExpired: f.RequireExpired})
 	}
@@ -69,8 +70,9 @@ func Fail(ctx context.Context, s Store, f Failed) (base.TaskState, error) {
 		IsFailure: f.IsFailure, RequireExpired: f.RequireExpired})
 }
 
-// archives is the rule's first point: whether a task retried times out of
-// maxRetry is archived.
-func archives(retried, maxRetry int, skipRetry, isFailure bool) bool {
+// Archives reports whether Fail archives a task retried times out of
+// maxRetry: the rule's first point, for code that must know the outcome
+// without writing it (a log line, say).
+func Archives(retried, maxRetry int, skipRetry, isFailure bool) bool {
 	return skipRetry || (isFailure && retried >= maxRetry)
 }
