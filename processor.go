@@ -376,8 +376,9 @@ func (p *processor) perform(ctx context.Context, task *Task) (err error) {
 	return p.handler.ProcessTask(ctx, task)
 }
 
-// fail writes the outcome of a failed attempt: retry, or archive when the
-// task is out of retries or the error wraps SkipRetry.
+// fail writes the outcome of a failed attempt by attempt.Fail's rule: err
+// wrapping SkipRetry archives, Config.IsFailure says whether it counts as a
+// failure, Config.RetryDelayFunc gives the delay of a retry.
 func (p *processor) fail(ctx context.Context, l *broker.Lease, task *Task, err error) {
 	msg := l.Msg
 	if p.errorHandler != nil {
