@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/htqueue/htq/internal/attempt"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/jonboulle/clockwork"
@@ -375,23 +376,21 @@ func (p *processor) perform(ctx context.Context, task *Task) (err error) {
 	return p.handler.ProcessTask(ctx, task)
 }
 
-// fail writes the outcome of a failed attempt: retry, or archive when the
-// task is out of retries or the error wraps SkipRetry.
+// fail writes the outcome of a failed attempt by attempt.Fail's rule: err
+// wrapping SkipRetry archives, Config.IsFailure says whether it counts as a
+// failure, Config.RetryDelayFunc gives the delay of a retry.
 func (p *processor) fail(ctx context.Context, l *broker.Lease, task *Task, err error) {
 	msg := l.Msg
 	if p.errorHandler != nil {
 		p.errorHandler.HandleError(ctx, task, err)
 	}
-	isFailure := p.isFailure(err)
 	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var werr error
-	if errors.Is(err, SkipRetry) || (isFailure && msg.Retried >= msg.MaxRetry) {
-		werr = p.broker.Archive(wctx, broker.ArchiveParams{Lease: l.Ref(), ErrMsg: err.Error()})
-	} else {
-		delay := p.retryDelay(msg.Retried, err, task)
-		werr = p.broker.Retry(wctx, broker.RetryParams{Lease: l.Ref(), Delay: delay, ErrMsg: err.Error(), IsFailure: isFailure})
-	}
+	_, werr := attempt.Fail(wctx, p.broker, attempt.Failed{
+		Lease: l.Ref(), Msg: msg, ErrMsg: err.Error(),
+		SkipRetry: errors.Is(err, SkipRetry), IsFailure: p.isFailure(err),
+		Delay: func(retried int) time.Duration { return p.retryDelay(retried, err, task) },
+	})
 	logCall(p.logger, "write failed attempt", werr, "queue", msg.Queue, "id", msg.ID)
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
+	"github.com/htqueue/htq/internal/attempt"
 	"github.com/htqueue/htq/internal/broker"
 )
 
@@ -44,13 +46,12 @@ func (r *recoverer) exec(ctx context.Context) {
 
 func (r *recoverer) recover(ctx context.Context, l *broker.Lease) {
 	msg := l.Msg
-	var err error
-	if msg.Retried >= msg.MaxRetry {
-		err = r.b.Archive(ctx, broker.ArchiveParams{Lease: l.Ref(), ErrMsg: ErrLeaseExpired.Error(), RequireExpired: true})
-	} else {
-		delay := r.retryDelay(msg.Retried, ErrLeaseExpired, NewTask(msg.Type, msg.Payload))
-		err = r.b.Retry(ctx, broker.RetryParams{Lease: l.Ref(), Delay: delay, ErrMsg: ErrLeaseExpired.Error(), IsFailure: true, RequireExpired: true})
-	}
+	_, err := attempt.Fail(ctx, r.b, attempt.Failed{
+		Lease: l.Ref(), Msg: msg, ErrMsg: ErrLeaseExpired.Error(), IsFailure: true, RequireExpired: true,
+		Delay: func(retried int) time.Duration {
+			return r.retryDelay(retried, ErrLeaseExpired, NewTask(msg.Type, msg.Payload))
+		},
+	})
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		// Renewed or recovered by someone else meanwhile: nothing to do.

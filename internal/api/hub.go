@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/htqueue/htq/internal/attempt"
 	"github.com/htqueue/htq/internal/broker"
 )
 
@@ -274,11 +275,10 @@ func (u *upkeep) recover(ctx context.Context, queue string, retryDelay func(n in
 	const why = "htq: task lease expired (the pull worker stopped sending heartbeats)"
 	for _, l := range leases {
 		msg := l.Msg
-		if msg.Retried >= msg.MaxRetry {
-			err = u.b.Archive(ctx, broker.ArchiveParams{Lease: l.Ref(), ErrMsg: why, RequireExpired: true})
-		} else {
-			err = u.b.Retry(ctx, broker.RetryParams{Lease: l.Ref(), Delay: retryDelay(msg.Retried, why), ErrMsg: why, IsFailure: true, RequireExpired: true})
-		}
+		_, err = attempt.Fail(ctx, u.b, attempt.Failed{
+			Lease: l.Ref(), Msg: msg, ErrMsg: why, IsFailure: true, RequireExpired: true,
+			Delay: func(retried int) time.Duration { return retryDelay(retried, why) },
+		})
 		if err != nil {
 			u.logger.Debug("recover task", "queue", queue, "id", msg.ID, "err", err)
 			continue

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/attempt"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/model"
@@ -310,24 +311,23 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, fmt.Errorf("%w: task %s/%s is %s, no longer leased", base.ErrLeaseLost, ref.Queue, ref.ID, ti.State))
 		return
 	}
-	m := ti.Message
-	if req.SkipRetry || m.Retried >= m.MaxRetry {
-		if err := h.b.Archive(ctx, broker.ArchiveParams{Lease: ref, ErrMsg: req.Error}); err != nil {
-			h.writeError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, failResponse{State: "archived"})
-		return
-	}
-	if req.RetryInS == nil {
-		delay = pullRetryDelay(m.Retried, req.Error)
-	}
-	if err := h.b.Retry(ctx, broker.RetryParams{Lease: ref, Delay: delay, ErrMsg: req.Error, IsFailure: true}); err != nil {
+	state, err := attempt.Fail(ctx, h.b, attempt.Failed{
+		Lease: ref, Msg: ti.Message, ErrMsg: req.Error, SkipRetry: req.SkipRetry, IsFailure: true,
+		Delay: func(retried int) time.Duration {
+			if req.RetryInS != nil {
+				return delay
+			}
+			return pullRetryDelay(retried, req.Error)
+		},
+	})
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	h.upkeep.scheduled(ref.Queue)
-	writeJSON(w, http.StatusOK, failResponse{State: "retry"})
+	if state == base.StateRetry {
+		h.upkeep.scheduled(ref.Queue)
+	}
+	writeJSON(w, http.StatusOK, failResponse{State: state.String()})
 }
 
 type heartbeatRequest struct {

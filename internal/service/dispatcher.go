@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/attempt"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/dispatch"
 	"github.com/htqueue/htq/internal/metrics"
@@ -98,7 +99,8 @@ func (x *executor) logFailure(ctx context.Context, t *htq.Task, err error) {
 	queue, _ := htq.GetQueueName(ctx)
 	retried, _ := htq.GetRetryCount(ctx)
 	maxRetry, _ := htq.GetMaxRetry(ctx)
-	if errors.Is(err, htq.SkipRetry) || retried >= maxRetry {
+	// Every error is a failure: the dispatcher's Server leaves IsFailure unset.
+	if attempt.Archives(retried, maxRetry, errors.Is(err, htq.SkipRetry), true) {
 		x.logger.Warn("URL task archived", "queue", queue, "id", id, "retried", retried, "err", err)
 		return
 	}
