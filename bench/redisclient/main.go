@@ -59,7 +59,7 @@ func main() {
 	flag.StringVar(&modes, "modes", strings.Join(modeNames(), ","), "client modes to measure")
 	flag.IntVar(&o.pubsubN, "pubsub-n", 5000, "pub/sub latency: messages sent one at a time")
 	flag.IntVar(&o.pubsubTpN, "pubsub-tp-n", 200000, "pub/sub throughput: messages published as fast as a pipelined publisher can")
-	flag.StringVar(&o.out, "out", "results.jsonl", "JSON lines output file")
+	flag.StringVar(&o.out, "out", "results-latest.jsonl", "JSON lines output file (the ADR's run is in results/)")
 	flag.Parse()
 	for _, s := range strings.Split(concs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -14,6 +14,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	_ = big.Close()
 	redistest.StopShared()
 	if code == 0 {
 		// rueidis's cluster client closes replaced connections 5 s after

@@ -1,4 +1,4 @@
-module github.com/htqueue/htq/internal/embedded/storebench
+module github.com/htqueue/htq/bench/storebench
 
 go 1.26.0
 

@@ -3,8 +3,8 @@
 // the peer harness (shared/bench/cmd/peerbench): scenario, impl, label, run,
 // go_version, gomaxprocs, time, then the scenario's figures.
 //
-//	go run ./internal/embedded/embedbench -scenario enqueue -conc 16
-//	go run ./internal/embedded/embedbench -scenario all
+//	cd bench/embedded && go run . -scenario enqueue -conc 16
+//	cd bench/embedded && go run . -scenario all
 //
 // Scenarios:
 //
