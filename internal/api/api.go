@@ -1,13 +1,15 @@
 // Package api is the HTTP face of htq serve: the native JSON API under
-// /v1 (queues, tasks, schedules, pull workers, its OpenAPI document), the
-// HTQ-compatible /api/* endpoints, and /healthz, /readyz and /metrics.
+// /v1 (queues, tasks, schedules, pull workers, its OpenAPI document),
+// /healthz, /readyz and /metrics, with HTQ's /api/* endpoints mounted
+// from package htqcompat.
 //
-// Handlers parse, check and map; they hold no business logic. Enqueues go
-// through htq.Client, management through htq.Inspector, the queue model
-// through package queuemeta, and the pull-worker calls straight to the
-// storage's broker (there is no public Go API for a remote worker). Every
-// error leaves through one function, writeError, that maps the sentinel
-// errors to an HTTP status and a JSON code (see docs/api.md).
+// Handlers decode, call and encode; they hold no business logic. Enqueues
+// go through htq.Client, management through htq.Inspector, the queue model
+// (modes, URL tasks, queue definition, schedules) through package model,
+// and the pull-worker calls straight to the storage (there is no public Go
+// API for a remote worker). Every error leaves through one function,
+// writeError, that maps the sentinel errors to an HTTP status and a JSON
+// code (see docs/api.md).
 package api
 
 import (
@@ -22,6 +24,7 @@ import (
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/htqcompat"
 	"github.com/htqueue/htq/internal/metrics"
 	"github.com/htqueue/htq/internal/model"
 	"github.com/htqueue/htq/internal/storage"
@@ -112,8 +115,6 @@ type handler struct {
 	logger    *slog.Logger
 	metrics   *metrics.Metrics
 	token     []byte
-	htqKey    []byte
-	htqToken  []byte
 	hub       *hub
 	upkeep    *upkeep
 	mux       *http.ServeMux
@@ -161,11 +162,9 @@ func New(opts Options) (http.Handler, error) {
 		client:    htq.NewClient(opts.Storage),
 		inspector: htq.NewInspector(opts.Storage),
 		meta:      opts.Meta, queues: opts.Queues,
-		logger:   opts.Logger.With("component", "htq.api"),
-		metrics:  opts.Metrics,
-		token:    []byte(opts.Token),
-		htqKey:   []byte(opts.HTQAppKey),
-		htqToken: []byte(opts.HTQAppToken),
+		logger:  opts.Logger.With("component", "htq.api"),
+		metrics: opts.Metrics,
+		token:   []byte(opts.Token),
 	}
 	h.reg = model.NewRegistry(h.queues, h.inspector, opts.CheckTarget, h.logger)
 	h.upkeep = newUpkeep(b, h.logger)
@@ -222,11 +221,15 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 		h.writeError(w, r, fmt.Errorf("%w: no route %s %s", errNoRoute, r.Method, r.URL.Path))
 	})
 
-	mux.HandleFunc("POST /api/addQueue", h.htqAddQueue)
-	mux.HandleFunc("POST /api/deleteQueue", h.htqDeleteQueue)
-	mux.HandleFunc("POST /api/allQueue", h.htqAllQueue)
-	mux.HandleFunc("POST /api/countQueue", h.htqCountQueue)
-	mux.HandleFunc("POST /api/addTask", h.htqAddTask)
+	compat := htqcompat.New(htqcompat.Options{
+		Registry: h.reg, Client: h.client, Inspector: h.inspector,
+		AppKey: h.opts.HTQAppKey, AppToken: h.opts.HTQAppToken, Location: h.opts.Location,
+		MaxBodyBytes: h.opts.MaxBodyBytes, Logger: h.logger,
+		StatusOf: func(err error) int { status, _ := statusOf(err); return status },
+	})
+	for _, pattern := range htqcompat.Routes() {
+		mux.Handle(pattern, compat)
+	}
 
 	mux.HandleFunc("GET /healthz", h.healthz)
 	mux.HandleFunc("GET /readyz", h.readyz)

@@ -51,7 +51,7 @@ type Config struct {
 	// TimeZone is the IANA name of the zone the HTQ API's execute_time and
 	// cron schedules are read in (default "Local", the machine's zone).
 	TimeZone string
-	// Concurrency is how many URL tasks the dispatcher runs at once
+	// Concurrency is how many URL tasks the URL worker runs at once
 	// (default 100). Each queue's own limit (real_time: 1) applies too.
 	Concurrency int
 	// DispatchTimeout is the request timeout of a URL task whose task and
@@ -64,7 +64,7 @@ type Config struct {
 	// ShutdownTimeout is how long Shutdown waits for running dispatches
 	// before it sends them back to pending (default 10 s).
 	ShutdownTimeout time.Duration
-	// QueueRefreshInterval is how often the dispatcher re-reads the list
+	// QueueRefreshInterval is how often the URL worker re-reads the list
 	// of URL queues besides the storage events that name a new one
 	// (default 5 s).
 	QueueRefreshInterval time.Duration

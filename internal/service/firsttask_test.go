@@ -14,7 +14,7 @@ import (
 // Many clients sending the first URL tasks of new queues at once: every
 // task acknowledged is delivered, due now or due later, and no client is
 // refused (issue 10 point 0: a losing first caller used to delete the
-// queue's record, leaving acknowledged tasks in a queue the dispatcher
+// queue's record, leaving acknowledged tasks in a queue the URL worker
 // never served).
 func TestFirstTasksOfNewQueueRace(t *testing.T) {
 	backends(t, func(t *testing.T, broker string) {

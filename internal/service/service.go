@@ -3,14 +3,14 @@
 // runs the three parts of the service until Shutdown:
 //
 //   - the HTTP API (package api) on Config.Addr;
-//   - the dispatcher, an htq.Server that serves every queue whose mode is a
+//   - the URL worker, an htq.Server that serves every queue whose mode is a
 //     URL mode (real_time, timing, variable) and runs each URL task through
 //     package dispatch, storing the answer as the task's result;
 //   - the schedule runner, an htq.Scheduler fed with the schedules stored
 //     through the API.
 //
 // Several services may share one Redis: API nodes keep no state of their
-// own, the dispatchers share the queues through leases, and the schedulers
+// own, the URL workers share the queues through leases, and the schedulers
 // claim each tick in the storage, so any process can be killed.
 //
 // cmd/htq's `serve` command is a few lines around Start.
@@ -52,7 +52,7 @@ type Service struct {
 	listener net.Listener
 
 	// lastList is when urlQueues last read the queue list (only the
-	// dispatcher's refresher calls it, one call at a time).
+	// URL worker's refresher calls it, one call at a time).
 	lastList time.Time
 
 	// token is the API token in force (configured or stored).
@@ -73,7 +73,7 @@ type Service struct {
 }
 
 // Start starts htq serve as cfg says and returns once the API accepts
-// connections and the dispatcher and schedule runner run. ctx bounds the
+// connections and the URL worker and schedule runner run. ctx bounds the
 // start only (opening the storage, reading the stored secrets); Shutdown
 // stops the service. An invalid cfg is an error wrapping ErrInvalidConfig
 // that names every bad setting; nothing is started then.
@@ -132,7 +132,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		MaxIdleConnsPerHost: max(dispatch.DefaultMaxIdleConnsPerHost, cfg.Concurrency),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("service: dispatcher: %w", err)
+		return nil, fmt.Errorf("service: URL worker: %w", err)
 	}
 	cleanups = append(cleanups, s.disp.Close)
 
@@ -162,8 +162,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, fmt.Errorf("service: API: %w", err)
 	}
 
-	exec := &executor{disp: s.disp, queues: s.queues, client: htq.NewClient(s.storage), metrics: obs,
-		logger: cfg.Logger.With("component", "htq.dispatcher"), timeout: cfg.DispatchTimeout}
+	exec := &urlHandler{disp: s.disp, queues: s.queues, client: htq.NewClient(s.storage), metrics: obs,
+		logger: cfg.Logger.With("component", "htq.urlworker"), timeout: cfg.DispatchTimeout}
 	s.server = htq.NewServer(s.storage, htq.Config{
 		Concurrency:          cfg.Concurrency,
 		QueueSource:          s.urlQueues,
@@ -174,7 +174,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Logger:               cfg.Logger,
 	})
 	if err := s.server.Start(exec); err != nil {
-		return nil, fmt.Errorf("service: dispatcher: %w", err)
+		return nil, fmt.Errorf("service: URL worker: %w", err)
 	}
 	cleanups = append(cleanups, s.server.Shutdown)
 
@@ -242,13 +242,13 @@ func (s *Service) loadSecrets(ctx context.Context) (*webhook.Signer, error) {
 	return signer, nil
 }
 
-// minQueueListInterval spaces the dispatcher's reads of the queue list.
-// The dispatcher asks for the list again whenever a storage event names a
+// minQueueListInterval spaces the URL worker's reads of the queue list.
+// The URL worker asks for the list again whenever a storage event names a
 // queue it does not serve, and every pull queue is such a queue: without
 // a bound, a busy pull queue would have the list read back to back.
 const minQueueListInterval = 100 * time.Millisecond
 
-// urlQueues is the dispatcher's QueueSource: every queue whose mode is a
+// urlQueues is the URL worker's QueueSource: every queue whose mode is a
 // URL mode, each with weight 1 (queues are served side by side). Calls
 // closer than minQueueListInterval wait for it, so a new URL queue is
 // served within about that time of its first task.
@@ -335,7 +335,7 @@ func (s *Service) Err() error {
 
 // Shutdown stops the service gracefully, in this order: the API stops
 // accepting connections and finishes the requests in flight (long polls
-// are cut short); the schedule runner stops; the dispatcher stops fetching,
+// are cut short); the schedule runner stops; the URL worker stops fetching,
 // lets running dispatches finish for up to Config.ShutdownTimeout and
 // sends those still running back to pending; the storage is closed. When
 // ctx ends first, the remaining connections are closed and the shutdown

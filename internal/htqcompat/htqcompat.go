@@ -1,4 +1,10 @@
-package api
+// Package htqcompat is htq serve's compatibility layer for HTQ, the older
+// Node.js task service: its form-encoded /api/addQueue, /api/deleteQueue,
+// /api/allQueue, /api/countQueue and /api/addTask, answered byte for byte
+// as HTQ answered them (error codes 1000-1004, its messages, text/html).
+// Its handlers decode HTQ's forms, call the queue model (model.Registry)
+// and the htq Client and Inspector, and encode HTQ's answers.
+package htqcompat
 
 import (
 	"bytes"
@@ -6,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"mime"
 	"net/http"
@@ -44,6 +51,71 @@ const (
 	htqMsgQueueNotFound = "队列不存在，请先创建"
 )
 
+// Options configure the HTQ-compatible handler.
+type Options struct {
+	// Registry is the queue model the handlers call.
+	Registry *model.Registry
+	// Client enqueues tasks; Inspector reads and deletes queues.
+	Client    *htq.Client
+	Inspector *htq.Inspector
+	// AppKey and AppToken are the credentials HTQ's clients send as the
+	// form fields app_key and app_token; when both are empty every call
+	// is refused (1000).
+	AppKey, AppToken string
+	// Location is the time zone of execute_time.
+	Location *time.Location
+	// MaxBodyBytes bounds a form body.
+	MaxBodyBytes int64
+	// StatusOf maps an error to the HTTP status the native API gives it;
+	// a call that fails with a 5xx (storage unavailable) answers that
+	// status, the other failures 200 as HTQ did.
+	StatusOf func(error) int
+	// Logger receives the server-side failures.
+	Logger *slog.Logger
+}
+
+// Handler serves HTQ's /api/* endpoints.
+type Handler struct {
+	opts             Options
+	appKey, appToken []byte
+	logger           *slog.Logger
+	mux              *http.ServeMux
+}
+
+// New returns the handler of HTQ's /api/* endpoints.
+func New(opts Options) *Handler {
+	h := &Handler{opts: opts, appKey: []byte(opts.AppKey), appToken: []byte(opts.AppToken), logger: opts.Logger}
+	h.mux = http.NewServeMux()
+	for _, rt := range routes {
+		h.mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) { rt.serve(h, w, r) })
+	}
+	return h
+}
+
+// routes are HTQ's endpoints.
+var routes = []struct {
+	pattern string
+	serve   func(*Handler, http.ResponseWriter, *http.Request)
+}{
+	{"POST /api/addQueue", (*Handler).htqAddQueue},
+	{"POST /api/deleteQueue", (*Handler).htqDeleteQueue},
+	{"POST /api/allQueue", (*Handler).htqAllQueue},
+	{"POST /api/countQueue", (*Handler).htqCountQueue},
+	{"POST /api/addTask", (*Handler).htqAddTask},
+}
+
+// ServeHTTP serves one request of /api/*.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Routes lists the patterns the handler serves, to mount it on a mux.
+func Routes() []string {
+	out := make([]string, len(routes))
+	for i, rt := range routes {
+		out[i] = rt.pattern
+	}
+	return out
+}
+
 // ExecuteTimeLayout is the layout of HTQ's execute_time.
 const ExecuteTimeLayout = "2006-01-02 15:04:05"
 
@@ -71,11 +143,11 @@ func writeHTQ(w http.ResponseWriter, status int, v any) {
 
 // htqFail answers an HTQ error code, with reason after HTQ's message.
 // Storage failures get HTTP 503, the rest 200 as in HTQ.
-func (h *handler) htqFail(w http.ResponseWriter, r *http.Request, code int, msg string, err error) {
+func (h *Handler) htqFail(w http.ResponseWriter, r *http.Request, code int, msg string, err error) {
 	status := http.StatusOK
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		switch s, _ := statusOf(err); {
+		switch s := h.opts.StatusOf(err); {
 		case errors.As(err, &tooBig):
 			status = http.StatusRequestEntityTooLarge
 		case s >= 500:
@@ -90,7 +162,7 @@ func (h *handler) htqFail(w http.ResponseWriter, r *http.Request, code int, msg 
 // htqForm parses a urlencoded or multipart/form-data body (at most
 // MaxBodyBytes) and checks app_key and app_token in constant time. It
 // answers the request itself and returns false when the call cannot go on.
-func (h *handler) htqForm(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+func (h *Handler) htqForm(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
 	var err error
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -111,9 +183,9 @@ func (h *handler) htqForm(w http.ResponseWriter, r *http.Request) (url.Values, b
 		return nil, false
 	}
 	f := r.PostForm
-	keyOK := subtle.ConstantTimeCompare([]byte(f.Get("app_key")), h.htqKey)
-	tokenOK := subtle.ConstantTimeCompare([]byte(f.Get("app_token")), h.htqToken)
-	if len(h.htqKey) == 0 && len(h.htqToken) == 0 || keyOK&tokenOK != 1 {
+	keyOK := subtle.ConstantTimeCompare([]byte(f.Get("app_key")), h.appKey)
+	tokenOK := subtle.ConstantTimeCompare([]byte(f.Get("app_token")), h.appToken)
+	if len(h.appKey) == 0 && len(h.appToken) == 0 || keyOK&tokenOK != 1 {
 		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqAuthFailed, Message: htqMsgAuthFailed})
 		return nil, false
 	}
@@ -137,7 +209,7 @@ func htqSeconds(f url.Values, name string) (int, error) {
 // htqAddQueue: POST /api/addQueue (queue_name, type, stepping_time,
 // max_time_interval, and htq's optional extensions: see
 // htqQueueExtensions).
-func (h *handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 	f, ok := h.htqForm(w, r)
 	if !ok {
 		return
@@ -173,7 +245,7 @@ func (h *handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
 		return
 	}
-	known, err := h.reg.Known(r.Context(), name)
+	known, err := h.opts.Registry.Known(r.Context(), name)
 	if err != nil {
 		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
 		return
@@ -182,7 +254,7 @@ func (h *handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueExists, Message: htqMsgQueueExists})
 		return
 	}
-	if _, err := h.reg.Define(r.Context(), q, &ext.QueueChange, model.DefineExplicit); errors.Is(err, model.ErrQueueExists) {
+	if _, err := h.opts.Registry.Define(r.Context(), q, ext, model.DefineExplicit); errors.Is(err, model.ErrQueueExists) {
 		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueExists, Message: htqMsgQueueExists})
 		return
 	} else if err != nil {
@@ -194,7 +266,7 @@ func (h *handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 
 // htqDeleteQueue: POST /api/deleteQueue (queue_name) deletes the queue and
 // its tasks; it fails (1004) while one of its tasks is running.
-func (h *handler) htqDeleteQueue(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) htqDeleteQueue(w http.ResponseWriter, r *http.Request) {
 	f, ok := h.htqForm(w, r)
 	if !ok {
 		return
@@ -204,7 +276,7 @@ func (h *handler) htqDeleteQueue(w http.ResponseWriter, r *http.Request) {
 		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueNotFound, Message: htqMsgQueueNotFound})
 		return
 	}
-	known, err := h.reg.Known(r.Context(), name)
+	known, err := h.opts.Registry.Known(r.Context(), name)
 	if err != nil {
 		h.htqFail(w, r, htqDeleteFailed, htqMsgDeleteFailed, err)
 		return
@@ -213,11 +285,11 @@ func (h *handler) htqDeleteQueue(w http.ResponseWriter, r *http.Request) {
 		writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqQueueNotFound, Message: htqMsgQueueNotFound})
 		return
 	}
-	if err := h.inspector.DeleteQueue(name, true); err != nil && !errors.Is(err, base.ErrQueueNotFound) {
+	if err := h.opts.Inspector.DeleteQueue(name, true); err != nil && !errors.Is(err, base.ErrQueueNotFound) {
 		h.htqFail(w, r, htqDeleteFailed, htqMsgDeleteFailed, err)
 		return
 	}
-	if err := h.queues.Delete(r.Context(), name); err != nil {
+	if err := h.opts.Registry.Queues().Delete(r.Context(), name); err != nil {
 		h.htqFail(w, r, htqDeleteFailed, htqMsgDeleteFailed, err)
 		return
 	}
@@ -239,11 +311,11 @@ type htqQueue struct {
 // [{"queue_name":…,"attribute":{"type":…}}], with a variable queue's
 // stepping_time and max_time_interval as strings (as HTQ stored the form
 // values).
-func (h *handler) htqAllQueue(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) htqAllQueue(w http.ResponseWriter, r *http.Request) {
 	if _, ok := h.htqForm(w, r); !ok {
 		return
 	}
-	qs, err := h.queues.List(r.Context())
+	qs, err := h.opts.Registry.Queues().List(r.Context())
 	if err != nil {
 		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
 		return
@@ -267,14 +339,14 @@ func (h *handler) htqAllQueue(w http.ResponseWriter, r *http.Request) {
 // {"error_code":0,"count":N}, N the tasks not yet finished (pending,
 // running, scheduled, waiting for a retry); 0 for an unknown queue, as
 // HTQ answered.
-func (h *handler) htqCountQueue(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) htqCountQueue(w http.ResponseWriter, r *http.Request) {
 	f, ok := h.htqForm(w, r)
 	if !ok {
 		return
 	}
 	count := 0
 	if name := f.Get("queue_name"); base.ValidateQueueName(name) == nil {
-		info, err := h.inspector.GetQueueInfo(name)
+		info, err := h.opts.Inspector.GetQueueInfo(name)
 		switch {
 		case err == nil:
 			count = info.Pending + info.Active + info.Scheduled + info.Retry + info.Aggregating
@@ -381,7 +453,7 @@ func formText(v json.RawMessage) string {
 // htqAddTask: POST /api/addTask (queue_name, url, method, header, data,
 // execute_time) adds a URL task; a queue that does not exist is created
 // as real_time, as HTQ did.
-func (h *handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
 	f, ok := h.htqForm(w, r)
 	if !ok {
 		return
@@ -444,7 +516,7 @@ func (h *handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
 		spec.Options = &model.TaskOptions{ProcessAt: &at}
 	}
 	ctx := r.Context()
-	q, isNew, err := h.reg.Resolve(ctx, name, model.ModeRealTime)
+	q, isNew, err := h.opts.Registry.Resolve(ctx, name, model.ModeRealTime)
 	if err != nil {
 		fail(err)
 		return
@@ -452,18 +524,18 @@ func (h *handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
 	if q.Mode == model.ModeVariable {
 		spec.Variable = &model.Variable{}
 	}
-	task, opts, err := h.reg.Build(ctx, &spec, q)
+	task, opts, err := h.opts.Registry.Build(ctx, &spec, q)
 	if err != nil {
 		fail(err)
 		return
 	}
 	if isNew {
-		if _, err := h.reg.Define(ctx, q, nil, model.DefineFirstTask); err != nil {
+		if _, err := h.opts.Registry.Define(ctx, q, nil, model.DefineFirstTask); err != nil {
 			fail(err)
 			return
 		}
 	}
-	if _, err := h.client.EnqueueContext(ctx, task, append(opts, htq.Queue(name))...); err != nil {
+	if _, err := h.opts.Client.EnqueueContext(ctx, task, append(opts, htq.Queue(name))...); err != nil {
 		fail(err)
 		return
 	}
@@ -485,8 +557,8 @@ func hasHeader(h map[string]string, name string) bool {
 // rate_limit, rate_burst, lease_ms, max_attempts, min_backoff_ms,
 // max_backoff_ms, dispatch_timeout_ms and retry_4xx. A malformed value is an
 // error, never ignored.
-func htqQueueExtensions(f url.Values) (*queueRequest, error) {
-	req := &queueRequest{}
+func htqQueueExtensions(f url.Values) (*model.QueueChange, error) {
+	req := &model.QueueChange{}
 	ints := []struct {
 		name string
 		dst  **int

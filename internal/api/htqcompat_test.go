@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/htqcompat"
 	"github.com/htqueue/htq/internal/model"
 )
 
@@ -113,7 +114,7 @@ func testHTQ(t *testing.T, e *env, multi bool) {
 		"header": `{"X-Token":"abc","X-N":5}`, "data": `{"to":"a@b.c","n":3,"tags":["a","b"],"o":{"k":true},"z":null}`}), ok)
 	expect("/api/addTask", creds(map[string]string{"queue_name": "mail", "url": "https://example.com/get?x=1", "data": `{"id":7}`, "execute_time": "0"}), ok)
 	at := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
-	expect("/api/addTask", creds(map[string]string{"queue_name": "at", "url": "https://example.com/later", "execute_time": at.Format(ExecuteTimeLayout)}), ok)
+	expect("/api/addTask", creds(map[string]string{"queue_name": "at", "url": "https://example.com/later", "execute_time": at.Format(htqcompat.ExecuteTimeLayout)}), ok)
 	expect("/api/addTask", creds(map[string]string{"queue_name": "scan", "url": "https://example.com/scan"}), ok)
 	// A queue that does not exist is created as real_time.
 	expect("/api/addTask", creds(map[string]string{"queue_name": "auto", "url": "https://example.com/"}), ok)

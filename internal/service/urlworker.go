@@ -34,14 +34,14 @@ type urlResult struct {
 	DurationMS float64     `json:"duration_ms"`
 }
 
-// queueModels is what the executor needs of the queue model.
+// queueModels is what the URL handler needs of the queue model.
 type queueModels interface {
 	Get(ctx context.Context, name string) (*model.Queue, error)
 }
 
-// executor is the dispatcher's htq.Handler: it runs one URL task through
+// urlHandler is the URL worker's htq.Handler: it runs one URL task through
 // the dispatch package and turns the answer into the task's outcome.
-type executor struct {
+type urlHandler struct {
 	disp    *dispatch.Dispatcher
 	queues  queueModels
 	client  *htq.Client
@@ -50,7 +50,7 @@ type executor struct {
 	timeout time.Duration // a task's request timeout when neither it nor its queue sets one
 }
 
-// retryError asks the dispatcher's RetryDelayFunc for a retry after delay
+// retryError asks the URL worker's RetryDelayFunc for a retry after delay
 // (the queue's backoff, or the target's Retry-After when longer).
 type retryError struct {
 	delay time.Duration
@@ -60,14 +60,14 @@ type retryError struct {
 func (e *retryError) Error() string { return e.err.Error() }
 func (e *retryError) Unwrap() error { return e.err }
 
-// retryDelay is the dispatcher's RetryDelayFunc: the executor has already
+// retryDelay is the URL worker's RetryDelayFunc: the URL handler has already
 // chosen the delay, from the queue's policy and the answer.
 func retryDelay(n int, err error, t *htq.Task) time.Duration {
 	var re *retryError
 	if errors.As(err, &re) {
 		return re.delay
 	}
-	// A panic or an error the executor did not classify: the default
+	// A panic or an error the URL handler did not classify: the default
 	// policy's first step, growing with n.
 	return backoff(n, model.DefaultMinBackoff, model.DefaultMaxBackoff)
 }
@@ -91,15 +91,15 @@ func backoff(n int, lo, hi time.Duration) time.Duration {
 	return d
 }
 
-// logFailure is the dispatcher's ErrorHandler: a failed attempt that will
+// logFailure is the URL worker's ErrorHandler: a failed attempt that will
 // be retried is logged at debug level, one that archives the task (a
 // permanent failure, or the last retry) as a warning.
-func (x *executor) logFailure(ctx context.Context, t *htq.Task, err error) {
+func (x *urlHandler) logFailure(ctx context.Context, t *htq.Task, err error) {
 	id, _ := htq.GetTaskID(ctx)
 	queue, _ := htq.GetQueueName(ctx)
 	retried, _ := htq.GetRetryCount(ctx)
 	maxRetry, _ := htq.GetMaxRetry(ctx)
-	// Every error is a failure: the dispatcher's Server leaves IsFailure unset.
+	// Every error is a failure: the URL worker's Server leaves IsFailure unset.
 	if attempt.Archives(retried, maxRetry, errors.Is(err, htq.SkipRetry), true) {
 		x.logger.Warn("URL task archived", "queue", queue, "id", id, "retried", retried, "err", err)
 		return
@@ -111,7 +111,7 @@ func (x *executor) logFailure(ctx context.Context, t *htq.Task, err error) {
 func permanent(err error) error { return fmt.Errorf("%w: %w", htq.SkipRetry, err) }
 
 // ProcessTask runs one URL task.
-func (x *executor) ProcessTask(ctx context.Context, t *htq.Task) error {
+func (x *urlHandler) ProcessTask(ctx context.Context, t *htq.Task) error {
 	id, _ := htq.GetTaskID(ctx)
 	queue, _ := htq.GetQueueName(ctx)
 	retried, _ := htq.GetRetryCount(ctx)
@@ -174,7 +174,7 @@ func (x *executor) ProcessTask(ctx context.Context, t *htq.Task) error {
 }
 
 // request builds the dispatch request of a task.
-func (x *executor) request(id, queue string, retried int, q *model.Queue, p *model.URLTask) (dispatch.Request, error) {
+func (x *urlHandler) request(id, queue string, retried int, q *model.Queue, p *model.URLTask) (dispatch.Request, error) {
 	req := dispatch.Request{TaskID: id, Queue: queue, RetryCount: retried, URL: p.URL, Method: p.Method}
 	if len(p.Headers) > 0 {
 		req.Header = make(http.Header, len(p.Headers))
@@ -200,7 +200,7 @@ func (x *executor) request(id, queue string, retried int, q *model.Queue, p *mod
 
 // writeResult stores the answer as the task's result. A failure to store
 // it is logged: the outcome of the attempt matters more.
-func (x *executor) writeResult(t *htq.Task, res *dispatch.Result) {
+func (x *urlHandler) writeResult(t *htq.Task, res *dispatch.Result) {
 	r := urlResult{Status: res.Status, Headers: res.Header, Truncated: res.Truncated,
 		DurationMS: float64(res.Duration.Microseconds()) / 1000}
 	if utf8.Valid(res.Body) {
@@ -225,7 +225,7 @@ func (x *executor) writeResult(t *htq.Task, res *dispatch.Result) {
 // instead of starting a second chain. For that, the next run keeps its ID
 // for variableRunRetention after it completes, longer than a lost run
 // takes to be recovered.
-func (x *executor) scheduleNext(ctx context.Context, q *model.Queue, p *model.URLTask, res *dispatch.Result) error {
+func (x *urlHandler) scheduleNext(ctx context.Context, q *model.Queue, p *model.URLTask, res *dispatch.Result) error {
 	id, _ := htq.GetTaskID(ctx)
 	maxRetry, _ := htq.GetMaxRetry(ctx)
 	var current time.Duration
