@@ -81,8 +81,8 @@ func (h *heartbeater) beat(ctx context.Context) {
 	info.ActiveTasks = make([]base.ActiveTask, 0, len(running))
 	for _, at := range running {
 		started := at.started.Load()
-		if started == 0 {
-			continue // leased ahead, waiting for a worker
+		if started == 0 || at.acking.Load() {
+			continue // leased ahead, waiting for a worker, or done and waiting for the acker
 		}
 		info.ActiveTasks = append(info.ActiveTasks, base.ActiveTask{ID: at.lease.Msg.ID, Queue: at.lease.Msg.Queue, Type: at.lease.Msg.Type, Started: time.Unix(0, started)})
 	}

@@ -89,6 +89,9 @@ type activeTask struct {
 	// task back to pending. Either way the outcome is not written.
 	lost    atomic.Bool
 	aborted atomic.Bool
+	// acking is set when the handler succeeded and the acker holds the
+	// outcome: the task stays tracked (its lease renewed) until written.
+	acking atomic.Bool
 }
 
 const (
@@ -97,6 +100,10 @@ const (
 	// prefetchBelow is the average handler time under which the processor
 	// leases ahead of its workers.
 	prefetchBelow = 2 * time.Millisecond
+	// fetchBackoffMin and fetchBackoffMax bound the wait after a failed
+	// fetch; the cap is how soon work resumes once the storage answers.
+	fetchBackoffMin = 10 * time.Millisecond
+	fetchBackoffMax = 100 * time.Millisecond
 )
 
 // errShutdown is the cause of a handler ctx cancelled at shutdown.
@@ -110,9 +117,9 @@ func newProcessor(p processorParams) *processor {
 		ready:           make(chan *activeTask, 2*p.concurrency),
 		wakes:           makeWakes(fetchLoops(p.concurrency)),
 		quit:            make(chan struct{}),
-		acker:           newAcker(p.broker, p.logger),
 		active:          make(map[broker.LeaseRef]*activeTask),
 	}
+	proc.acker = newAcker(p.broker, p.logger, p.clock, proc.forget)
 	// Until handlers have shown they are quick, assume they are not.
 	proc.handlerTime.Store(int64(time.Second))
 	return proc
@@ -164,7 +171,8 @@ func (p *processor) stopFetching() {
 		select {
 		case at := <-p.ready:
 			p.requeue(at)
-			p.finish(at)
+			p.forget(at)
+			p.release(1)
 		default:
 			return
 		}
@@ -208,6 +216,7 @@ func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
 	defer p.fetchers.Done()
 	poll := p.clock.NewTimer(p.pollInterval)
 	defer poll.Stop()
+	var backoff time.Duration // after failed fetches
 	for {
 		n, ok := p.reserve(maxFetchBatch)
 		if !ok {
@@ -218,11 +227,21 @@ func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
 			p.release(n - len(leases))
 		}
 		if err != nil {
-			logCall(p.logger, "fetch", err)
-			if !p.sleep(poll, wake, time.Second) {
+			// Back off, but briefly: the storage is asked again within
+			// fetchBackoffMax of answering again (a storage event of its
+			// reconnection wakes the loop sooner).
+			backoff = min(max(2*backoff, fetchBackoffMin), fetchBackoffMax)
+			if backoff == fetchBackoffMin {
+				logCall(p.logger, "fetch", err)
+			}
+			if !p.sleep(poll, wake, backoff) {
 				return
 			}
 			continue
+		}
+		if backoff > 0 {
+			p.logger.Info("fetching again: the storage answers")
+			backoff = 0
 		}
 		for _, l := range leases {
 			p.ready <- p.track(l)
@@ -253,21 +272,25 @@ func (p *processor) track(l *broker.Lease) *activeTask {
 	return at
 }
 
-// finish forgets a task and frees its room.
-func (p *processor) finish(at *activeTask) {
+// forget stops tracking a task (its lease is no longer renewed).
+func (p *processor) forget(at *activeTask) {
 	at.cancel(nil)
 	p.mu.Lock()
 	delete(p.active, at.lease.Ref())
 	p.mu.Unlock()
-	p.release(1)
 }
 
-// work runs tasks until ready is closed.
+// work runs tasks until ready is closed. A task whose outcome the acker
+// holds frees its worker at once but stays tracked until the acker is done
+// with it (forget).
 func (p *processor) work() {
 	defer p.workers.Done()
 	for at := range p.ready {
 		p.run(at)
-		p.finish(at)
+		if !at.acking.Load() {
+			p.forget(at)
+		}
+		p.release(1)
 	}
 }
 
@@ -342,7 +365,8 @@ func (p *processor) run(at *activeTask) {
 	case at.lost.Load():
 		p.logger.Warn("task finished after its lease was lost; outcome dropped", "queue", msg.Queue, "id", msg.ID, "err", err)
 	case err == nil:
-		p.acker.complete(ref)
+		at.acking.Store(true)
+		p.acker.complete(at)
 	default:
 		p.fail(ctx, l, task, err)
 	}
@@ -428,10 +452,13 @@ func (p *processor) requeue(at *activeTask) {
 	logCall(p.logger, "requeue at shutdown", err, "queue", ref.Queue, "id", ref.ID)
 }
 
-// requeueRunning cancels every running task and puts it back to pending.
+// requeueRunning cancels every running task and puts it back to pending
+// (not those that succeeded and wait for the acker).
 func (p *processor) requeueRunning() {
 	for _, at := range p.snapshot() {
-		p.requeue(at)
+		if !at.acking.Load() {
+			p.requeue(at)
+		}
 	}
 }
 

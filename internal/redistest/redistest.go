@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -27,6 +28,7 @@ type Server struct {
 	Addr string
 	cmd  *exec.Cmd
 	dir  string
+	args []string
 }
 
 var (
@@ -83,7 +85,7 @@ func StartProcess(extraArgs ...string) (*Server, error) {
 			lastErr = err
 			continue
 		}
-		return &Server{Addr: addr, cmd: cmd, dir: dir}, nil
+		return &Server{Addr: addr, cmd: cmd, dir: dir, args: args}, nil
 	}
 	return nil, fmt.Errorf("redis-server did not start: %w", lastErr)
 }
@@ -97,6 +99,46 @@ func (s *Server) Stop() {
 	_ = s.cmd.Wait()
 	_ = os.RemoveAll(s.dir)
 	s.cmd = nil
+}
+
+// Pause stops the server's process with SIGSTOP: connections stay open
+// and every command hangs, as when a network path is cut.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	if s.cmd == nil {
+		return fmt.Errorf("redistest: %s is not a server this test started", s.Addr)
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
+// Crash kills the server with SIGKILL and keeps its data directory, so
+// that Restart brings it back with what it had persisted.
+func (s *Server) Crash() error {
+	if s.cmd == nil {
+		return fmt.Errorf("redistest: %s is not a server this test started", s.Addr)
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	return nil
+}
+
+// Restart starts a crashed server again on the same port and directory
+// with the same arguments, and waits until it answers.
+func (s *Server) Restart() error {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, s.args...)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("restart redis-server: %w", err)
+	}
+	s.cmd = cmd
+	return waitReady(s.Addr, 10*time.Second)
 }
 
 // Kill stops the server at once with SIGKILL (for failure tests).
