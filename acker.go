@@ -28,6 +28,7 @@ type acker struct {
 	clock  clockwork.Clock
 	// done is called once per task when its outcome is written or given up.
 	done   func(*activeTask)
+	watch  *storageWatch
 	in     chan *activeTask
 	closed chan struct{}
 	exited chan struct{}
@@ -48,8 +49,8 @@ const (
 	ackDrainLimit = 10 * time.Second
 )
 
-func newAcker(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, done func(*activeTask)) *acker {
-	return &acker{b: b, logger: logger.With("component", "htq.acker"), clock: clock, done: done,
+func newAcker(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, done func(*activeTask), watch *storageWatch) *acker {
+	return &acker{b: b, logger: logger.With("component", "htq.acker"), clock: clock, done: done, watch: watch,
 		in: make(chan *activeTask, 4*maxAckBatch), closed: make(chan struct{}), exited: make(chan struct{})}
 }
 
@@ -166,6 +167,7 @@ func (a *acker) write(batch []*activeTask, closedAt time.Time) (again []*activeT
 	var givenUp int
 	for i, at := range batch {
 		err := errs[i]
+		a.watch.failed(err)
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrLeaseLost):

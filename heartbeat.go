@@ -101,6 +101,7 @@ func (h *heartbeater) renew(ctx context.Context, q string, lease time.Duration, 
 	lost, err := h.b.ExtendLeases(wctx, q, refs, lease)
 	cancel()
 	if err != nil {
+		h.proc.watch.failed(err)
 		logCall(h.logger, "extend leases", err, "queue", q, "tasks", len(tasks))
 		// Cut off from the storage: a lease that has run out by our own
 		// reckoning is presumed taken over by the recoverer.

@@ -2,9 +2,14 @@ package htq
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/htqueue/htq/internal/broker"
+	"github.com/jonboulle/clockwork"
 	"github.com/redis/rueidis"
 )
 
@@ -13,6 +18,12 @@ import (
 // set to the epoch), and recovers the task as another server's recoverer
 // would.
 func expireLease(t *testing.T, st *Storage, queue, id string) {
+	t.Helper()
+	expireLeaseAndRecover(t, st, queue, id, newStorageWatch(clockwork.NewRealClock()))
+}
+
+// expireLeaseAndRecover is expireLease with the recoverer's storage watch.
+func expireLeaseAndRecover(t *testing.T, st *Storage, queue, id string, watch *storageWatch) {
 	t.Helper()
 	ctx := context.Background()
 	opt, err := rueidis.ParseURL(st.String())
@@ -33,6 +44,39 @@ func expireLease(t *testing.T, st *Storage, queue, id string) {
 	if err != nil || len(leases) != 1 || leases[0].Msg.ID != id {
 		t.Fatalf("ExpiredLeases = %v, %v", leases, err)
 	}
-	rec := newRecoverer(brokerOf(st), discardLogger(), newQueueSet(map[string]int{queue: 1}, false), func(int, error, *Task) time.Duration { return time.Hour })
+	rec := newRecoverer(brokerOf(st), discardLogger(), newQueueSet(map[string]int{queue: 1}, false), func(int, error, *Task) time.Duration { return time.Hour }, watch)
 	rec.recover(ctx, leases[0])
+}
+
+// A lease that ran out while this server could not reach the storage is
+// not a handler failure: the recoverer retries the task without counting
+// an attempt, even one with no retries left; otherwise it counts (here:
+// MaxRetry(0) archives).
+func TestRecoverAfterOutageIsNotAFailure(t *testing.T) {
+	for _, outage := range []bool{true, false} {
+		t.Run(fmt.Sprintf("outage=%v", outage), func(t *testing.T) {
+			st := openTestStorage(t)
+			ctx := context.Background()
+			info, err := NewClient(st).Enqueue(NewTask("t", nil), MaxRetry(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := brokerOf(st)
+			if _, err := b.Fetch(ctx, broker.FetchParams{Queue: "default", Max: 1, LeaseDuration: time.Minute, ServerID: "s"}); err != nil {
+				t.Fatal(err)
+			}
+			watch := newStorageWatch(clockwork.NewRealClock())
+			if outage {
+				watch.failed(errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
+			}
+			expireLeaseAndRecover(t, st, "default", info.ID, watch)
+			got := taskInfo(t, st, "default", info.ID)
+			switch {
+			case outage && (got.State != TaskStateRetry || got.Retried != 0 || !strings.Contains(got.LastErr, "unreachable")):
+				t.Errorf("after an outage: %v retried=%d %q, want retry, not counted", got.State, got.Retried, got.LastErr)
+			case !outage && (got.State != TaskStateArchived || got.LastErr != ErrLeaseExpired.Error()):
+				t.Errorf("without outage: %v %q, want archived with %q", got.State, got.LastErr, ErrLeaseExpired)
+			}
+		})
+	}
 }

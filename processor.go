@@ -51,6 +51,8 @@ type processor struct {
 	workers   sync.WaitGroup
 
 	acker *acker
+	// watch records the storage failures this server saw.
+	watch *storageWatch
 
 	mu     sync.Mutex
 	active map[broker.LeaseRef]*activeTask
@@ -119,7 +121,8 @@ func newProcessor(p processorParams) *processor {
 		quit:            make(chan struct{}),
 		active:          make(map[broker.LeaseRef]*activeTask),
 	}
-	proc.acker = newAcker(p.broker, p.logger, p.clock, proc.forget)
+	proc.watch = newStorageWatch(p.clock)
+	proc.acker = newAcker(p.broker, p.logger, p.clock, proc.forget, proc.watch)
 	// Until handlers have shown they are quick, assume they are not.
 	proc.handlerTime.Store(int64(time.Second))
 	return proc
@@ -227,6 +230,7 @@ func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
 			p.release(n - len(leases))
 		}
 		if err != nil {
+			p.watch.failed(err)
 			// Back off, but briefly: the storage is asked again within
 			// fetchBackoffMax of answering again (a storage event of its
 			// reconnection wakes the loop sooner).

@@ -18,12 +18,13 @@ type recoverer struct {
 	logger     *slog.Logger
 	queues     *queueSet
 	retryDelay RetryDelayFunc
+	watch      *storageWatch
 }
 
 const recoverBatch = 100
 
-func newRecoverer(b broker.Broker, logger *slog.Logger, queues *queueSet, retryDelay RetryDelayFunc) *recoverer {
-	return &recoverer{b: b, logger: logger.With("component", "htq.recoverer"), queues: queues, retryDelay: retryDelay}
+func newRecoverer(b broker.Broker, logger *slog.Logger, queues *queueSet, retryDelay RetryDelayFunc, watch *storageWatch) *recoverer {
+	return &recoverer{b: b, logger: logger.With("component", "htq.recoverer"), queues: queues, retryDelay: retryDelay, watch: watch}
 }
 
 func (r *recoverer) exec(ctx context.Context) {
@@ -44,10 +45,22 @@ func (r *recoverer) exec(ctx context.Context) {
 	}
 }
 
+// recover sends a task whose lease expired to retry or archive. When this
+// server saw the storage unreachable during the lease's last term, the
+// lease may have run out only because its holder could not renew it: the
+// task is retried without counting a failure (and never archived for it).
 func (r *recoverer) recover(ctx context.Context, l *broker.Lease) {
 	msg := l.Msg
+	term := l.Duration
+	if term <= 0 {
+		term = defaultLeaseDuration
+	}
+	errMsg, isFailure := ErrLeaseExpired.Error(), true
+	if r.watch.unreachableWithin(term + time.Second) {
+		errMsg, isFailure = ErrLeaseExpired.Error()+" while the storage was unreachable", false
+	}
 	_, err := attempt.Fail(ctx, r.b, attempt.Failed{
-		Lease: l.Ref(), Msg: msg, ErrMsg: ErrLeaseExpired.Error(), IsFailure: true, RequireExpired: true,
+		Lease: l.Ref(), Msg: msg, ErrMsg: errMsg, IsFailure: isFailure, RequireExpired: true,
 		Delay: func(retried int) time.Duration {
 			return r.retryDelay(retried, ErrLeaseExpired, NewTask(msg.Type, msg.Payload))
 		},

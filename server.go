@@ -340,7 +340,7 @@ func (srv *Server) Start(h Handler) error {
 		onUnknown = func(string) { srv.ref.signal() }
 	}
 	srv.sub = newSubscriber(b, cfg.Logger, clock, queues, srv.proc.signal, srv.fwd.signal, srv.proc.cancelTask, onUnknown)
-	rec := newRecoverer(b, cfg.Logger, queues, cfg.RetryDelayFunc)
+	rec := newRecoverer(b, cfg.Logger, queues, cfg.RetryDelayFunc, srv.proc.watch)
 	jan := newJanitor(b, cfg.Logger, queues, cfg.JanitorBatchSize)
 	hc := newHealthChecker(b, cfg.HealthCheckFunc)
 	srv.bg = []*periodic{
