@@ -3,11 +3,11 @@ package htq
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/embedded"
 	"github.com/htqueue/htq/internal/rdb"
@@ -46,7 +46,7 @@ func Open(rawURL string) (*Storage, error) {
 func OpenContext(ctx context.Context, rawURL string) (*Storage, error) {
 	scheme, _, ok := strings.Cut(rawURL, ":")
 	if !ok || scheme == "" {
-		return nil, fmt.Errorf("htq: open %q: %w: no scheme; use one of %s", redact(rawURL), ErrUnknownScheme, strings.Join(schemes, ", "))
+		return nil, fmt.Errorf("htq: open %q: %w: no scheme; use one of %s", base.RedactURL(rawURL), ErrUnknownScheme, strings.Join(schemes, ", "))
 	}
 	switch strings.ToLower(scheme) {
 	case "file":
@@ -68,16 +68,16 @@ func OpenContext(ctx context.Context, rawURL string) (*Storage, error) {
 	case "redis", "rediss", "redis-sentinel", "redis-cluster":
 		b, err := rdb.Open(ctx, rawURL, rdb.Options{})
 		if err != nil {
-			return nil, fmt.Errorf("htq: open %s: %w", redact(rawURL), err)
+			return nil, fmt.Errorf("htq: open %s: %w", base.RedactURL(rawURL), err)
 		}
 		return newStorage(b, rawURL), nil
 	default:
-		return nil, fmt.Errorf("htq: open %q: %w %q; use one of %s", redact(rawURL), ErrUnknownScheme, scheme, strings.Join(schemes, ", "))
+		return nil, fmt.Errorf("htq: open %q: %w %q; use one of %s", base.RedactURL(rawURL), ErrUnknownScheme, scheme, strings.Join(schemes, ", "))
 	}
 }
 
 func newStorage(b broker.Broker, rawURL string) *Storage {
-	return &Storage{b: b, url: redact(rawURL)}
+	return &Storage{b: b, url: base.RedactURL(rawURL)}
 }
 
 // String returns the storage URL with any password removed.
@@ -106,16 +106,4 @@ func (s *Storage) now(ctx context.Context) time.Time {
 		return t
 	}
 	return time.Now()
-}
-
-// redact hides the password of a URL.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
 }

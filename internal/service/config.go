@@ -166,7 +166,7 @@ func (c Config) Validate() error {
 		bad("addr %q: bad port: %v", c.Addr, err)
 	}
 	if scheme, _, ok := strings.Cut(c.Broker, ":"); !ok || scheme == "" {
-		bad("broker %q: want a storage URL such as file:./htq-data or redis://127.0.0.1:6379/0", redactURL(c.Broker))
+		bad("broker %q: want a storage URL such as file:./htq-data or redis://127.0.0.1:6379/0", base.RedactURL(c.Broker))
 	}
 	if c.Token != "" {
 		if err := checkToken("token", c.Token); err != nil {
@@ -240,20 +240,4 @@ func checkToken(what, tok string) error {
 		}
 	}
 	return nil
-}
-
-// redactURL hides the password of a storage URL for error messages.
-func redactURL(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return raw
-	}
-	userinfo, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return raw
-	}
-	if user, _, hasPw := strings.Cut(userinfo, ":"); hasPw {
-		return scheme + "://" + user + ":xxxxx@" + host
-	}
-	return raw
 }

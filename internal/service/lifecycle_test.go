@@ -231,6 +231,16 @@ func TestBadConfig(t *testing.T) {
 			t.Errorf("Start with no Redis: %v", err)
 		}
 	})
+	t.Run("refused storage URL", func(t *testing.T) {
+		cfg := testConfig(t, "redis://u:p@ss@127.0.0.1:bad/0")
+		_, err := service.Start(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), "bad port") {
+			t.Fatalf("Start with a bad port: %v", err)
+		}
+		if strings.Contains(err.Error(), "p@ss") || strings.Contains(err.Error(), "ss@") {
+			t.Errorf("error shows the password: %v", err)
+		}
+	})
 	t.Run("address in use", func(t *testing.T) {
 		first := startService(t, testConfig(t, "mem:"))
 		cfg := testConfig(t, "mem:")
