@@ -3,7 +3,6 @@ package queuemeta
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,13 +12,12 @@ import (
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/embedded"
 	"github.com/htqueue/htq/internal/hooks"
+	"github.com/htqueue/htq/internal/leaktest"
 	"github.com/htqueue/htq/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	os.Exit(code)
+	leaktest.Main(m, redistest.StopShared)
 }
 
 var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
