@@ -19,7 +19,6 @@ import (
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/hooks"
 	"github.com/htqueue/htq/internal/leaktest"
-	"github.com/htqueue/htq/internal/queuemeta"
 	"github.com/htqueue/htq/internal/redistest"
 )
 
@@ -73,10 +72,6 @@ func newEnv(t *testing.T, backend string, mod func(*Options)) *env {
 	opts := Options{
 		Storage: st, Token: testToken, HTQAppKey: "key", HTQAppToken: "tok",
 		Location: time.UTC, Context: ctx, Logger: discardLogger(), Metrics: NewMetrics(),
-	}
-	if _, ok := hooks.BrokerOf(st).(broker.MetaStore); !ok {
-		// waiting: this backend does not implement broker.MetaStore yet.
-		opts.Meta = queuemeta.NewMemStore()
 	}
 	if mod != nil {
 		mod(&opts)
