@@ -251,6 +251,24 @@ func TestBadConfig(t *testing.T) {
 	})
 }
 
+// ValidateFrom names the source of a bad value instead of the setting.
+func TestValidateFromNamesSource(t *testing.T) {
+	cfg := service.Config{TimeZone: "Mars/Olympus", Concurrency: -1}
+	err := cfg.ValidateFrom(func(setting string) string {
+		if setting == "tz" {
+			return "HTQ_TZ"
+		}
+		return ""
+	})
+	var se *service.SettingError
+	if !errors.As(err, &se) || se.Setting != "tz" || se.Source != "HTQ_TZ" {
+		t.Fatalf("ValidateFrom = %v; want a *SettingError for tz from HTQ_TZ", err)
+	}
+	if !strings.Contains(err.Error(), `HTQ_TZ: "Mars/Olympus"`) || !strings.Contains(err.Error(), "concurrency: -1") {
+		t.Errorf("error %q does not name HTQ_TZ and concurrency", err)
+	}
+}
+
 // Shutdown cuts a pull worker's long poll short instead of waiting for
 // its 30 s.
 func TestShutdownEndsLongPoll(t *testing.T) {
