@@ -25,11 +25,7 @@ func TestLifecycleStopIsIdempotent(t *testing.T) {
 	l.start(func(quit <-chan struct{}) { runs++; <-quit })
 	var wg sync.WaitGroup
 	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.stop()
-		}()
+		wg.Go(l.stop)
 	}
 	wg.Wait()
 	l.stop()
