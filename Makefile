@@ -4,11 +4,12 @@
 #   make example run the example worker + client against Redis (REDIS_URL, default a local redis-server)
 #   make serve   run htq serve on :5999 with the embedded store in ./htq-data (ARGS="--broker redis://…" for more)
 #   make bench-serve  measure htq serve (HTTP enqueue, batches, URL dispatch) against Redis and the embedded store
+#   make min-go  build, vet and test (-short) with the oldest Go go.mod allows (the toolchain comes from the Go proxy)
 
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps vet build example bench serve bench-serve
+.PHONY: test deps vet build example bench serve bench-serve min-go
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -34,6 +35,14 @@ vet:
 
 build:
 	$(GO) build ./...
+
+# The go line of go.mod is the oldest Go every importer may use; this
+# proves it still builds and passes the tests.
+MIN_GO := go$(shell sed -n 's/^go //p' go.mod)
+min-go: deps
+	GOTOOLCHAIN=$(MIN_GO) $(GO) build ./...
+	GOTOOLCHAIN=$(MIN_GO) $(GO) vet ./...
+	GOTOOLCHAIN=$(MIN_GO) $(GO) test -short -count=1 ./...
 
 example: deps
 	./scripts/run-example.sh

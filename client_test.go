@@ -116,6 +116,18 @@ func TestOpenUnknownScheme(t *testing.T) {
 	}
 }
 
+func TestOpenHidesPassword(t *testing.T) {
+	for _, u := range []string{"postgres://u:p@ss@db", "redis://u:p@ss@127.0.0.1:bad", "redis://u:p/ss@127.0.0.1:bad"} {
+		_, err := Open(u)
+		if err == nil {
+			t.Fatalf("Open(%q) succeeded", u)
+		}
+		if strings.Contains(err.Error(), "p@ss") || strings.Contains(err.Error(), "p/ss") || strings.Contains(err.Error(), "ss@") {
+			t.Errorf("Open(%q) = %v shows the password", u, err)
+		}
+	}
+}
+
 func TestUniqueAndTaskIDConflict(t *testing.T) {
 	st := openTestStorage(t)
 	c := NewClient(st)

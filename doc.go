@@ -1,6 +1,9 @@
 // Package htq is a task queue for Go: a Client enqueues tasks, a Server
 // fetches them and runs Handlers with bounded concurrency, on a storage
-// chosen by URL (Redis today; an embedded on-disk store next).
+// chosen by URL: the embedded on-disk store (file:./htq-data, one process
+// owns the data), Redis (redis://, rediss://, redis-sentinel://,
+// redis-cluster://, shared by any number of processes and machines), or
+// memory (mem:, for tests). See Open.
 //
 // A task runs now, after a delay, at a time, again on failure, in a group,
 // or periodically. A worker holds a lease on each task it runs; the lease is

@@ -3,7 +3,6 @@ package htq
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/htqueue/htq/internal/broker"
@@ -22,10 +21,8 @@ type forwarder struct {
 	queues   *queueSet
 	maxSleep time.Duration
 
-	wake     chan struct{}
-	quit     chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
+	wake chan struct{}
+	life lifecycle
 }
 
 // forwardBatch bounds how many tasks one Forward call moves.
@@ -34,24 +31,23 @@ const forwardBatch = 1000
 func newForwarder(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, queues *queueSet, maxSleep time.Duration) *forwarder {
 	return &forwarder{b: b, logger: logger.With("component", "htq.forwarder"), clock: clock,
 		queues: queues, maxSleep: maxSleep,
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+		wake: make(chan struct{}, 1)}
 }
 
 func (f *forwarder) start(ctx context.Context) {
-	go func() {
-		defer close(f.done)
+	f.life.start(func(quit <-chan struct{}) {
 		timer := f.clock.NewTimer(0)
 		defer timer.Stop()
 		for {
 			select {
-			case <-f.quit:
+			case <-quit:
 				return
 			case <-f.wake:
 			case <-timer.Chan():
 			}
 			timer.Reset(f.forward(ctx))
 		}
-	}()
+	})
 }
 
 // signal wakes the forwarder; it never blocks.
@@ -62,10 +58,7 @@ func (f *forwarder) signal() {
 	}
 }
 
-func (f *forwarder) shutdown() {
-	f.stopOnce.Do(func() { close(f.quit) })
-	<-f.done
-}
+func (f *forwarder) shutdown() { f.life.stop() }
 
 // forward moves due tasks of every queue and returns how long to sleep.
 func (f *forwarder) forward(ctx context.Context) time.Duration {

@@ -3,7 +3,6 @@ package htq
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/htqueue/htq/internal/base"
@@ -24,27 +23,22 @@ type heartbeater struct {
 	info     *base.ServerInfo
 	lease    time.Duration
 	interval time.Duration
-
-	quit     chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
+	life     lifecycle
 }
 
 func newHeartbeater(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, proc *processor, info *base.ServerInfo, lease time.Duration) *heartbeater {
 	return &heartbeater{b: b, logger: logger.With("component", "htq.heartbeater"), clock: clock,
-		proc: proc, info: info, lease: lease, interval: lease / 3,
-		quit: make(chan struct{}), done: make(chan struct{})}
+		proc: proc, info: info, lease: lease, interval: lease / 3}
 }
 
 func (h *heartbeater) start(ctx context.Context) {
 	h.beat(ctx)
-	go func() {
-		defer close(h.done)
+	h.life.start(func(quit <-chan struct{}) {
 		ticker := h.clock.NewTicker(h.interval)
 		defer ticker.Stop()
 		for {
 			select {
-			case <-h.quit:
+			case <-quit:
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				logCall(h.logger, "clear server state", h.b.ClearServerState(ctx, h.info.ID))
 				cancel()
@@ -53,14 +47,11 @@ func (h *heartbeater) start(ctx context.Context) {
 				h.beat(ctx)
 			}
 		}
-	}()
+	})
 }
 
 // shutdown stops the heartbeats and removes the presence record.
-func (h *heartbeater) shutdown() {
-	h.stopOnce.Do(func() { close(h.quit) })
-	<-h.done
-}
+func (h *heartbeater) shutdown() { h.life.stop() }
 
 func (h *heartbeater) beat(ctx context.Context) {
 	running := h.proc.snapshot()

@@ -7,23 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/htqueue/htq/internal/leaktest"
 	"github.com/htqueue/htq/internal/redistest"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	if workerPath != "" {
-		os.RemoveAll(filepath.Dir(workerPath))
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
+	leaktest.Main(m, func() {
+		redistest.StopShared()
+		if workerPath != "" {
+			os.RemoveAll(filepath.Dir(workerPath))
 		}
-	}
-	os.Exit(code)
+	})
 }
 
 // openTestStorage opens a Storage on an empty Redis database.

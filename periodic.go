@@ -2,14 +2,13 @@ package htq
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 )
 
-// periodic runs one job at a fixed interval until shut down. It is the
-// lifecycle shared by the recoverer, the janitor and the health checker.
+// periodic runs one job at a fixed interval until shut down: the loop
+// of the recoverer, the janitor, the health checker and the aggregator.
 type periodic struct {
 	name     string
 	clock    clockwork.Clock
@@ -18,24 +17,21 @@ type periodic struct {
 	// atStart runs exec once as soon as the loop starts.
 	atStart bool
 
-	quit     chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
+	life lifecycle
 }
 
 func newPeriodic(name string, clock clockwork.Clock, interval time.Duration, exec func(context.Context)) *periodic {
-	return &periodic{name: name, clock: clock, interval: interval, exec: exec,
-		quit: make(chan struct{}), done: make(chan struct{})}
+	return &periodic{name: name, clock: clock, interval: interval, exec: exec}
 }
 
 func (p *periodic) start(ctx context.Context) {
-	go func() {
-		defer close(p.done)
+	p.life.start(func(quit <-chan struct{}) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
+		// Shutdown cancels a job that is running.
 		go func() {
 			select {
-			case <-p.quit:
+			case <-quit:
 				cancel()
 			case <-ctx.Done():
 			}
@@ -53,15 +49,12 @@ func (p *periodic) start(ctx context.Context) {
 				p.exec(ctx)
 			}
 		}
-	}()
+	})
 }
 
 // shutdown stops the loop and waits for the running job to return. It is
 // safe to call more than once.
-func (p *periodic) shutdown() {
-	p.stopOnce.Do(func() { close(p.quit) })
-	<-p.done
-}
+func (p *periodic) shutdown() { p.life.stop() }
 
 // runAtStart makes the loop run its job once when it starts, then at each
 // interval.

@@ -3,7 +3,6 @@ package htq
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -14,23 +13,21 @@ import (
 // named a queue the server does not serve yet), and wakes the fetchers
 // and the forwarder when the set changes.
 type refresher struct {
-	source    func(context.Context) (map[string]int, error)
-	logger    *slog.Logger
-	clock     clockwork.Clock
-	interval  time.Duration
-	queues    *queueSet
-	onChange  func()
-	wake      chan struct{}
-	quit      chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
+	source   func(context.Context) (map[string]int, error)
+	logger   *slog.Logger
+	clock    clockwork.Clock
+	interval time.Duration
+	queues   *queueSet
+	onChange func()
+	wake     chan struct{}
+	life     lifecycle
 }
 
 func newRefresher(source func(context.Context) (map[string]int, error), logger *slog.Logger, clock clockwork.Clock,
 	interval time.Duration, queues *queueSet, onChange func()) *refresher {
 	return &refresher{source: source, logger: logger.With("component", "htq.refresher"), clock: clock,
 		interval: interval, queues: queues, onChange: onChange,
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+		wake: make(chan struct{}, 1)}
 }
 
 // signal asks for a refresh now; it never blocks.
@@ -42,20 +39,19 @@ func (r *refresher) signal() {
 }
 
 func (r *refresher) start(ctx context.Context) {
-	go func() {
-		defer close(r.done)
+	r.life.start(func(quit <-chan struct{}) {
 		ticker := r.clock.NewTicker(r.interval)
 		defer ticker.Stop()
 		for {
 			select {
-			case <-r.quit:
+			case <-quit:
 				return
 			case <-ticker.Chan():
 			case <-r.wake:
 			}
 			r.refresh(ctx)
 		}
-	}()
+	})
 }
 
 func (r *refresher) refresh(ctx context.Context) {
@@ -75,7 +71,4 @@ func (r *refresher) refresh(ctx context.Context) {
 	}
 }
 
-func (r *refresher) shutdown() {
-	r.closeOnce.Do(func() { close(r.quit) })
-	<-r.done
-}
+func (r *refresher) shutdown() { r.life.stop() }

@@ -58,10 +58,8 @@ type Scheduler struct {
 	entries map[string]*schedulerEntry
 	state   serverState
 
-	wake     chan struct{}
-	quit     chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
+	wake chan struct{}
+	life lifecycle
 }
 
 type schedulerEntry struct {
@@ -96,7 +94,7 @@ func NewScheduler(s *Storage, opts *SchedulerOpts) *Scheduler {
 		s: s, client: NewClient(s), id: uuid.NewString(), loc: o.Location,
 		logger: o.Logger.With("component", "htq.scheduler"), clock: o.clock, opts: o,
 		entries: make(map[string]*schedulerEntry),
-		wake:    make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		wake:    make(chan struct{}, 1),
 	}
 }
 
@@ -163,7 +161,7 @@ func (s *Scheduler) Start() error {
 		return ErrServerClosed
 	}
 	s.state = stateRunning
-	go s.loop()
+	s.life.start(s.loop)
 	return nil
 }
 
@@ -190,8 +188,7 @@ func (s *Scheduler) Shutdown() {
 	if !running {
 		return
 	}
-	s.stopOnce.Do(func() { close(s.quit) })
-	<-s.done
+	s.life.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := brokerOf(s.s).ClearSchedulerEntries(ctx, s.id); err != nil {
@@ -199,8 +196,7 @@ func (s *Scheduler) Shutdown() {
 	}
 }
 
-func (s *Scheduler) loop() {
-	defer close(s.done)
+func (s *Scheduler) loop(quit <-chan struct{}) {
 	admin := brokerOf(s.s)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -212,7 +208,7 @@ func (s *Scheduler) loop() {
 	for {
 		timer.Reset(s.untilNext())
 		select {
-		case <-s.quit:
+		case <-quit:
 			return
 		case <-s.wake:
 		case <-heartbeat.Chan():

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,7 +39,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "htq: %v\n", err)
+	// Errors of the library already start with "htq: ".
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "htq: ") {
+		msg = "htq: " + msg
+	}
+	fmt.Fprintln(stderr, msg)
 	var ue usageError
 	if errors.As(err, &ue) || errors.Is(err, service.ErrInvalidConfig) {
 		return exitUsage

@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/htqueue/htq/internal/leaktest"
 	"github.com/htqueue/htq/internal/redistest"
 	"github.com/htqueue/htq/webhook"
-	"go.uber.org/goleak"
 )
 
 // htqBin is the htq binary built once for the tests that run it.
@@ -39,16 +39,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
-	redistest.StopShared()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	leaktest.Main(m, func() {
+		redistest.StopShared()
+		os.RemoveAll(dir)
+	})
 }
 
 const binToken = "binary-test-token-0123456789"

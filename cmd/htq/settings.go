@@ -293,7 +293,8 @@ func fileText(s setting, v any) (string, error) {
 
 // resolve builds the options of `htq serve` from the flags that were set,
 // the environment, the config file (flag --config or HTQ_CONFIG) and the
-// defaults, in that order of precedence.
+// defaults, in that order of precedence, and validates them. Every error
+// names where the bad value came from.
 func resolve(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*serveOptions, error) {
 	var file map[string]value
 	path, _ := fs.GetString("config")
@@ -310,6 +311,7 @@ func resolve(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*serveOp
 	}
 	o := &serveOptions{logLevel: slog.LevelInfo, logFormat: "text"}
 	var errs []error
+	sources := make(map[string]string, len(settings)) // flag → value.source
 	for _, s := range settings {
 		var v value
 		var set bool
@@ -326,12 +328,16 @@ func resolve(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*serveOp
 			}
 			v = value{text: s.def, source: "default of --" + s.flag}
 		}
+		sources[s.flag] = v.source
 		if err := s.apply(o, v); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
+	}
+	if err := o.cfg.ValidateFrom(func(setting string) string { return sources[setting] }); err != nil {
+		return nil, err
 	}
 	return o, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,6 +151,53 @@ func TestBadValuesNameTheirSource(t *testing.T) {
 	}
 }
 
+// A value the service refuses names where it came from too: the flag, the
+// environment variable, or the config file and key.
+func TestInvalidSettingsNameTheirSource(t *testing.T) {
+	for _, tc := range []struct {
+		setting, bad string
+	}{
+		{"tz", "Mars/Olympus"},
+		{"token", "short"},
+		{"htq-app-key", "key-without-token"},
+		{"write-timeout", "10s"},
+		{"broker", "nowhere"},
+		{"addr", "localhost"},
+		{"concurrency", "lots"},
+	} {
+		var s setting
+		for _, st := range settings {
+			if st.flag == tc.setting {
+				s = st
+			}
+		}
+		t.Run(tc.setting, func(t *testing.T) {
+			if s.flag == "" {
+				t.Fatalf("no setting %s", tc.setting)
+			}
+			path := writeFile(t, fmt.Sprintf("%s = %q\n", s.key, tc.bad))
+			if s.kind == kindInt {
+				path = writeFile(t, s.key+" = -1\n")
+			}
+			for _, src := range []struct {
+				name string
+				args []string
+				env  map[string]string
+				want string
+			}{
+				{"flag", []string{"--" + s.flag, tc.bad}, nil, "--" + s.flag + ":"},
+				{"environment", nil, map[string]string{s.env: tc.bad}, s.env + ":"},
+				{"file", []string{"--config", path}, nil, "config file " + path + ", key " + s.key + ":"},
+			} {
+				_, err := parse(t, src.args, src.env)
+				if err == nil || !strings.Contains(err.Error(), src.want) {
+					t.Errorf("%s from the %s: error %v, want one naming %q", tc.setting, src.name, err, src.want)
+				}
+			}
+		})
+	}
+}
+
 // Every setting is in docs/configuration.md with its flag, variable and key.
 func TestSettingsDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/configuration.md")
@@ -187,5 +235,20 @@ func TestExitCodes(t *testing.T) {
 	errOut.Reset()
 	if code := run([]string{"serve", "--tz", "Nowhere/Else", "--broker", "mem:", "--addr", "127.0.0.1:0"}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "tz") {
 		t.Errorf("bad tz: code %d (%s)", code, errOut.String())
+	}
+}
+
+// An error is printed with one "htq: ", whether it comes from the command
+// line or from the library (whose errors start with "htq: " already).
+func TestErrorPrefixedOnce(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--concurrency", "x"},
+		{"serve", "--token", "short", "--broker", "mem:", "--addr", "127.0.0.1:0"},
+	} {
+		var out, errOut bytes.Buffer
+		run(args, &out, &errOut)
+		if msg := errOut.String(); !strings.HasPrefix(msg, "htq: ") || strings.Contains(msg, "htq: htq:") {
+			t.Errorf("%v printed %q", args, msg)
+		}
 	}
 }

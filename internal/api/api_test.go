@@ -11,31 +11,20 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/leaktest"
 	"github.com/htqueue/htq/internal/metrics"
 	"github.com/htqueue/htq/internal/redistest"
 	"github.com/htqueue/htq/internal/storage"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
-			// The storage clients' own idle goroutines end with Close;
-			// anything left is the handler's.
-			println("goleak:", err.Error())
-			code = 1
-		}
-	}
-	os.Exit(code)
+	leaktest.Main(m, redistest.StopShared)
 }
 
 const testToken = "s3cret-token"

@@ -9,15 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/htqueue/htq/internal/leaktest"
 	"github.com/htqueue/htq/webhook"
 )
 
 // TestMain checks that no dispatch leaves a goroutine behind: a hostile
 // target must not hold one past the task's timeout.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leaktest.Main(m, nil)
 }
 
 // testSecret is the example secret of the Standard Webhooks specification.

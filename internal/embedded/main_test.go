@@ -6,24 +6,15 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/htqueue/htq/internal/leaktest"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childMain())
 	}
-	goleak.VerifyTestMain(closingM{m})
-}
-
-// closingM runs the tests, then closes the store the 1M benchmarks share,
-// before goleak looks for goroutines left behind.
-type closingM struct{ m *testing.M }
-
-func (c closingM) Run() int {
-	code := c.m.Run()
-	closeBig()
-	return code
+	// closeBig closes the store the 1M benchmarks share.
+	leaktest.Main(m, closeBig)
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -1,9 +1,12 @@
-// Package queuemeta is htq serve's queue model: the mode of each queue
-// (pull, or one of the URL modes real_time, timing, variable) and the
-// policies the service applies to it (variable-queue stepping, retry
-// policy, dispatch timeout). A queue's record is JSON kept through
-// broker.MetaStore under "queue/<name>", so every htq serve process sharing
-// the storage sees the same model.
+// Package model is htq serve's model: queue records, URL tasks, task specs
+// and how a task is built from one, queue definition (Registry), and
+// persisted schedules.
+//
+// A queue's record holds its mode (pull, or one of the URL modes
+// real_time, timing, variable) and the policies the service applies to it
+// (variable-queue stepping, retry policy, dispatch timeout). It is JSON
+// kept through broker.MetaStore under "queue/<name>", so every htq serve
+// process sharing the storage sees the same model.
 //
 // Limits that every server must obey at fetch time (max concurrency, rate
 // limit, lease length) are not kept here: they are the storage's queue

@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,14 +11,13 @@ import (
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/embedded"
+	"github.com/htqueue/htq/internal/leaktest"
 	"github.com/htqueue/htq/internal/redistest"
 	"github.com/htqueue/htq/internal/storage"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	os.Exit(code)
+	leaktest.Main(m, redistest.StopShared)
 }
 
 var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
@@ -93,10 +91,10 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// stores returns every MetaStore the model runs on: memory, and each real
-// backend.
+// stores returns every MetaStore the model runs on: the embedded store in
+// memory (mem:), and each real backend.
 func stores(t *testing.T) map[string]broker.MetaStore {
-	out := map[string]broker.MetaStore{"mem": NewMemStore()}
+	out := map[string]broker.MetaStore{"mem": memStore(t)}
 	st, err := htq.Open(redistest.URL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -108,11 +106,7 @@ func stores(t *testing.T) map[string]broker.MetaStore {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eb.Close() })
-	if ms, ok := any(eb).(broker.MetaStore); ok {
-		out["embedded"] = ms
-	} else {
-		t.Log("waiting: the embedded broker does not implement broker.MetaStore yet")
-	}
+	out["embedded"] = eb
 	return out
 }
 
@@ -194,25 +188,35 @@ func testStore(t *testing.T, ms broker.MetaStore) {
 	}
 }
 
+// memStore returns the embedded store in memory, the one mem: opens.
+func memStore(t *testing.T) broker.MetaStore {
+	b, err := embedded.OpenMemory(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
 // countingStore counts GetMeta and PutMetaIfAbsent calls.
 type countingStore struct {
-	*MemStore
+	broker.MetaStore
 	gets, puts int
 }
 
 func (c *countingStore) GetMeta(ctx context.Context, key string) ([]byte, error) {
 	c.gets++
-	return c.MemStore.GetMeta(ctx, key)
+	return c.MetaStore.GetMeta(ctx, key)
 }
 
 func (c *countingStore) PutMetaIfAbsent(ctx context.Context, key string, value []byte) (bool, error) {
 	c.puts++
-	return c.MemStore.PutMetaIfAbsent(ctx, key, value)
+	return c.MetaStore.PutMetaIfAbsent(ctx, key, value)
 }
 
 func TestCache(t *testing.T) {
 	ctx := context.Background()
-	ms := &countingStore{MemStore: NewMemStore()}
+	ms := &countingStore{MetaStore: memStore(t)}
 	c := NewCache(ms, time.Minute)
 	now := t0
 	c.now = func() time.Time { return now }
@@ -228,7 +232,7 @@ func TestCache(t *testing.T) {
 		t.Errorf("Ensure of another mode = %v", err)
 	}
 	// Another process changes the policy; the cache sees it after its TTL.
-	if _, err := Update(ctx, ms.MemStore, "q", func(q *Queue) error { q.MaxAttempts = 3; return nil }); err != nil {
+	if _, err := Update(ctx, ms.MetaStore, "q", func(q *Queue) error { q.MaxAttempts = 3; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if q, _ := c.Get(ctx, "q"); q.MaxAttempts != 0 {

@@ -2,29 +2,23 @@ package rdb
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
 
+	"github.com/htqueue/htq/internal/leaktest"
 	"github.com/htqueue/htq/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	_ = big.Close()
-	redistest.StopShared()
-	if code == 0 {
-		// rueidis's cluster client closes replaced connections 5 s after
-		// a topology refresh, in a goroutine that outlives Close.
-		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2")); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	// rueidis's cluster client closes replaced connections 5 s after a
+	// topology refresh, in a goroutine that outlives Close.
+	leaktest.Main(m, func() {
+		_ = big.Close()
+		redistest.StopShared()
+	}, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
 }
 
 // newTestBroker opens a Broker on a flushed database of the shared test

@@ -128,7 +128,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Broker, error) {
 	co.PipelineMultiplex = pipelineMultiplex(opts.Connections)
 	c, err := rueidis.NewClient(co)
 	if err != nil {
-		return nil, fmt.Errorf("rdb: connect to %s: %w", redactURL(rawURL), err)
+		return nil, fmt.Errorf("rdb: connect to %s: %w", base.RedactURL(rawURL), err)
 	}
 	b := New(c, opts)
 	if err := b.Ping(ctx); err != nil {

@@ -31,7 +31,7 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	var co rueidis.ClientOption
 	bad := func(format string, a ...any) (rueidis.ClientOption, error) {
 		return rueidis.ClientOption{}, fmt.Errorf("rdb: storage URL %q: %s: %w",
-			redactURL(rawURL), fmt.Sprintf(format, a...), base.ErrInvalidArgument)
+			base.RedactURL(rawURL), fmt.Sprintf(format, a...), base.ErrInvalidArgument)
 	}
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
@@ -50,7 +50,7 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 		multiHost = true
 	default:
 		return rueidis.ClientOption{}, fmt.Errorf("rdb: storage URL %q: scheme %q is not redis, rediss, redis-sentinel or redis-cluster: %w",
-			redactURL(rawURL), scheme, base.ErrInvalidArgument)
+			base.RedactURL(rawURL), scheme, base.ErrInvalidArgument)
 	}
 	rest, rawQuery, _ := strings.Cut(rest, "?")
 	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
@@ -155,25 +155,4 @@ func hostPort(h, defaultPort string) (string, error) {
 		return "", fmt.Errorf("bad port %q", port)
 	}
 	return net.JoinHostPort(host, port), nil
-}
-
-// redactURL hides the password of a storage URL for error messages.
-func redactURL(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return raw
-	}
-	i := strings.LastIndexByte(rest, '@')
-	if i < 0 {
-		return raw
-	}
-	slash := strings.IndexByte(rest, '/')
-	if slash >= 0 && slash < i {
-		return raw
-	}
-	user, _, hasPass := strings.Cut(rest[:i], ":")
-	if !hasPass {
-		return raw
-	}
-	return scheme + "://" + user + ":xxxxx@" + rest[i+1:]
 }

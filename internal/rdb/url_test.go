@@ -147,3 +147,32 @@ func TestPipelineMultiplex(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactURLHidesWhatParseURLReads checks that base.RedactURL hides
+// every password ParseURL reads, whatever characters it holds.
+func TestRedactURLHidesWhatParseURLReads(t *testing.T) {
+	for _, raw := range []string{
+		"redis://:hunter2@h:1/2",
+		"redis://u:p@ss@h",
+		"redis://u:pa:ss@h",
+		"redis://u:pa/ss@h/3",
+		"redis://u:p%40ss@h",
+		"rediss://u:p@s/s:x@h:6380",
+		"redis-sentinel://:m@ster@s1,s2?master=m&sentinel_password=s@nt",
+		"redis-cluster://:c/l@n1:7000,n2",
+	} {
+		co, err := ParseURL(raw)
+		if err != nil {
+			t.Fatalf("ParseURL(%q): %v", raw, err)
+		}
+		shown := base.RedactURL(raw)
+		for _, secret := range []string{co.Password, co.Sentinel.Password} {
+			if secret != "" && strings.Contains(shown, secret) {
+				t.Errorf("RedactURL(%q) = %q shows the password %q", raw, shown, secret)
+			}
+		}
+		if co.Password == "" {
+			t.Errorf("ParseURL(%q) read no password", raw)
+		}
+	}
+}

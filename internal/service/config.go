@@ -152,73 +152,90 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports every bad field of c (after WithDefaults), each error
-// naming the setting; the result wraps ErrInvalidConfig.
-func (c Config) Validate() error {
+// Validate reports every bad field of c (after WithDefaults), each a
+// *SettingError naming the setting; the result wraps ErrInvalidConfig.
+func (c Config) Validate() error { return c.ValidateFrom(nil) }
+
+// ValidateFrom is Validate for a program that knows where each setting's
+// value came from: source(setting) says it ("--tz", "HTQ_TZ", "config file
+// /etc/htq.toml, key tz"; "" when it does not know), and each error names
+// it instead of the bare setting. Settings are named as `htq serve` names
+// its flags, without the dashes.
+func (c Config) ValidateFrom(source func(setting string) string) error {
 	c = c.WithDefaults()
 	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf(format, args...))
+	bad := func(setting, format string, args ...any) {
+		e := &SettingError{Setting: setting, Problem: fmt.Sprintf(format, args...)}
+		if source != nil {
+			e.Source = source(setting)
+		}
+		errs = append(errs, e)
 	}
 	if _, port, err := net.SplitHostPort(c.Addr); err != nil {
-		bad("addr %q: want host:port or :port: %v", c.Addr, err)
+		bad("addr", "%q: want host:port or :port: %v", c.Addr, err)
 	} else if _, err := net.LookupPort("tcp", port); err != nil {
-		bad("addr %q: bad port: %v", c.Addr, err)
+		bad("addr", "%q: bad port: %v", c.Addr, err)
 	}
 	if scheme, _, ok := strings.Cut(c.Broker, ":"); !ok || scheme == "" {
-		bad("broker %q: want a storage URL such as file:./htq-data or redis://127.0.0.1:6379/0", redactURL(c.Broker))
+		bad("broker", "%q: want a storage URL such as file:./htq-data or redis://127.0.0.1:6379/0", base.RedactURL(c.Broker))
 	}
 	if c.Token != "" {
-		if err := checkToken("token", c.Token); err != nil {
-			errs = append(errs, err)
+		if problem := checkToken(c.Token); problem != "" {
+			bad("token", "%s (or leave it unset: the first start then generates one, stores it with the data and prints it once)", problem)
 		}
 	}
-	if (c.HTQAppKey == "") != (c.HTQAppToken == "") {
-		bad("htq-app-key and htq-app-token go together: set both or neither")
+	switch {
+	case c.HTQAppKey != "" && c.HTQAppToken == "":
+		bad("htq-app-key", "set without htq-app-token; set both or neither")
+	case c.HTQAppKey == "" && c.HTQAppToken != "":
+		bad("htq-app-token", "set without htq-app-key; set both or neither")
 	}
 	if c.HTQAppToken != "" {
-		if err := checkToken("htq-app-token", c.HTQAppToken); err != nil {
-			errs = append(errs, err)
+		if problem := checkToken(c.HTQAppToken); problem != "" {
+			bad("htq-app-token", "%s (or leave it and htq-app-key unset: the HTQ-compatible /api endpoints then refuse every call)", problem)
 		}
 	}
 	if len(c.SigningSecrets) > 2 {
-		bad("signing-secrets: %d given; give one, or two during a key rotation", len(c.SigningSecrets))
+		bad("signing-secrets", "%d given; give one, or two during a key rotation", len(c.SigningSecrets))
 	}
 	if len(c.SigningSecrets) > 0 {
 		if _, err := newSigner(c.SigningSecrets); err != nil {
-			bad("signing-secrets: %v", err)
+			bad("signing-secrets", "%v", err)
 		}
 	}
 	if _, err := dispatch.NewGuard(c.AllowTargets); err != nil {
-		bad("allow-targets: %v", err)
+		bad("allow-targets", "%v", err)
 	}
 	if _, err := time.LoadLocation(c.TimeZone); err != nil {
-		bad("tz %q: unknown time zone (want an IANA name such as Europe/Paris, UTC or Local): %v", c.TimeZone, err)
+		bad("tz", "%q: unknown time zone (want an IANA name such as Europe/Paris, UTC or Local): %v", c.TimeZone, err)
 	}
 	if c.Concurrency < 0 {
-		bad("concurrency %d is negative", c.Concurrency)
+		bad("concurrency", "%d is negative", c.Concurrency)
 	}
 	if c.MaxBodyBytes < 0 {
-		bad("max-body-bytes %d is negative", c.MaxBodyBytes)
+		bad("max-body-bytes", "%d is negative", c.MaxBodyBytes)
 	}
 	if c.DispatchTimeout < 0 || c.DispatchTimeout > dispatch.DefaultMaxTimeout {
-		bad("dispatch-timeout %v is out of range (0, %v]", c.DispatchTimeout, dispatch.DefaultMaxTimeout)
+		bad("dispatch-timeout", "%v is out of range (0, %v]", c.DispatchTimeout, dispatch.DefaultMaxTimeout)
 	}
-	for name, d := range map[string]time.Duration{
-		"shutdown-timeout":         c.ShutdownTimeout,
-		"queue-refresh-interval":   c.QueueRefreshInterval,
-		"schedule-reload-interval": c.ScheduleReloadInterval,
-		"read-header-timeout":      c.ReadHeaderTimeout,
-		"read-timeout":             c.ReadTimeout,
-		"write-timeout":            c.WriteTimeout,
-		"idle-timeout":             c.IdleTimeout,
+	for _, d := range []struct {
+		setting string
+		d       time.Duration
+	}{
+		{"shutdown-timeout", c.ShutdownTimeout},
+		{"queue-refresh-interval", c.QueueRefreshInterval},
+		{"schedule-reload-interval", c.ScheduleReloadInterval},
+		{"read-header-timeout", c.ReadHeaderTimeout},
+		{"read-timeout", c.ReadTimeout},
+		{"write-timeout", c.WriteTimeout},
+		{"idle-timeout", c.IdleTimeout},
 	} {
-		if d < 0 {
-			bad("%s %v is negative", name, d)
+		if d.d < 0 {
+			bad(d.setting, "%v is negative", d.d)
 		}
 	}
 	if c.WriteTimeout > 0 && c.WriteTimeout <= maxLongPoll {
-		bad("write-timeout %v must be longer than the longest long poll of /v1/fetch (%v)", c.WriteTimeout, maxLongPoll)
+		bad("write-timeout", "%v must be longer than the longest long poll of /v1/fetch (%v)", c.WriteTimeout, maxLongPoll)
 	}
 	if len(errs) == 0 {
 		return nil
@@ -226,34 +243,41 @@ func (c Config) Validate() error {
 	return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
 }
 
+// A SettingError is what Validate says of one bad setting.
+type SettingError struct {
+	// Setting is the setting's name as `htq serve` spells its flag
+	// ("tz", "write-timeout").
+	Setting string
+	// Source is where the value came from ("--tz", "HTQ_TZ", "config
+	// file /etc/htq.toml, key tz"); empty when not known.
+	Source string
+	// Problem says what is wrong with the value.
+	Problem string
+}
+
+// Error names the source, or the setting when the source is not known,
+// then the problem: "HTQ_TZ: "Mars/Olympus": unknown time zone …".
+func (e *SettingError) Error() string {
+	name := e.Setting
+	if e.Source != "" {
+		name = e.Source
+	}
+	return name + ": " + e.Problem
+}
+
 // minTokenLen is the shortest token accepted from the configuration: a
 // token is a password and a short one can be guessed.
 const minTokenLen = 16
 
-func checkToken(what, tok string) error {
+// checkToken says what is wrong with a token, or "".
+func checkToken(tok string) string {
 	if len(tok) < minTokenLen {
-		return fmt.Errorf("%s is %d characters; use at least %d (or leave the API token unset to have one generated)", what, len(tok), minTokenLen)
+		return fmt.Sprintf("%d characters; use at least %d", len(tok), minTokenLen)
 	}
 	for _, r := range tok {
 		if r <= ' ' || r == 0x7f {
-			return fmt.Errorf("%s contains a space or control character", what)
+			return "has a space or control character"
 		}
 	}
-	return nil
-}
-
-// redactURL hides the password of a storage URL for error messages.
-func redactURL(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return raw
-	}
-	userinfo, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return raw
-	}
-	if user, _, hasPw := strings.Cut(userinfo, ":"); hasPw {
-		return scheme + "://" + user + ":xxxxx@" + host
-	}
-	return raw
+	return ""
 }

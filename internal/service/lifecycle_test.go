@@ -231,6 +231,16 @@ func TestBadConfig(t *testing.T) {
 			t.Errorf("Start with no Redis: %v", err)
 		}
 	})
+	t.Run("refused storage URL", func(t *testing.T) {
+		cfg := testConfig(t, "redis://u:p@ss@127.0.0.1:bad/0")
+		_, err := service.Start(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), "bad port") {
+			t.Fatalf("Start with a bad port: %v", err)
+		}
+		if strings.Contains(err.Error(), "p@ss") || strings.Contains(err.Error(), "ss@") {
+			t.Errorf("error shows the password: %v", err)
+		}
+	})
 	t.Run("address in use", func(t *testing.T) {
 		first := startService(t, testConfig(t, "mem:"))
 		cfg := testConfig(t, "mem:")
@@ -239,6 +249,24 @@ func TestBadConfig(t *testing.T) {
 			t.Errorf("Start on a used port: %v", err)
 		}
 	})
+}
+
+// ValidateFrom names the source of a bad value instead of the setting.
+func TestValidateFromNamesSource(t *testing.T) {
+	cfg := service.Config{TimeZone: "Mars/Olympus", Concurrency: -1}
+	err := cfg.ValidateFrom(func(setting string) string {
+		if setting == "tz" {
+			return "HTQ_TZ"
+		}
+		return ""
+	})
+	var se *service.SettingError
+	if !errors.As(err, &se) || se.Setting != "tz" || se.Source != "HTQ_TZ" {
+		t.Fatalf("ValidateFrom = %v; want a *SettingError for tz from HTQ_TZ", err)
+	}
+	if !strings.Contains(err.Error(), `HTQ_TZ: "Mars/Olympus"`) || !strings.Contains(err.Error(), "concurrency: -1") {
+		t.Errorf("error %q does not name HTQ_TZ and concurrency", err)
+	}
 }
 
 // Shutdown cuts a pull worker's long poll short instead of waiting for

@@ -9,28 +9,19 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/htqueue/htq/internal/leaktest"
 	"github.com/htqueue/htq/internal/redistest"
 	"github.com/htqueue/htq/internal/service"
 	"github.com/htqueue/htq/webhook"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	leaktest.Main(m, redistest.StopShared)
 }
 
 // backends runs fn once per storage backend, each on empty storage: Redis
