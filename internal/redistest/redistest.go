@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -101,6 +102,24 @@ func (s *Server) Stop() {
 
 // Kill stops the server at once with SIGKILL (for failure tests).
 func (s *Server) Kill() { s.Stop() }
+
+// Freeze stops the server's process with SIGSTOP: it keeps its
+// connections open but reads and answers nothing (a stalled node, or a
+// replica that falls behind) until Thaw. Stop works on a frozen server.
+func (s *Server) Freeze() error { return s.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a server stopped by Freeze (SIGCONT).
+func (s *Server) Thaw() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	if s.cmd == nil {
+		return fmt.Errorf("redistest: %s was not started by this test binary (or is stopped)", s.Addr)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("redistest: signal %v to redis-server %s: %w", sig, s.Addr, err)
+	}
+	return nil
+}
 
 // Shared returns a redis-server shared by the tests of one test binary
 // (HTQ_TEST_REDIS when set). Call Flush or use a fresh DB per test to
