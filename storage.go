@@ -3,6 +3,7 @@ package htq
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -36,6 +37,15 @@ var schemes = []string{"file", "mem", "redis", "rediss", "redis-sentinel", "redi
 //	redis-sentinel://[:password@]h1:p1,h2:p2/db?master=NAME
 //	redis-cluster://[:password@]h1:p1,h2:p2 a Redis Cluster
 //
+// The Redis URLs take query parameters: dial_timeout=5s, client_name=…,
+// and wait_replicas=N, wait_timeout=500ms and wait_aof_local=true, which
+// make every write a caller relies on (Enqueue, a task's outcome, …) wait
+// until N replicas received it or the primary fsynced it, and fail with
+// ErrReplicationTimeout otherwise; docs/operations.md says what to
+// configure on Redis so that it does not lose tasks, and what it costs.
+// At connect, a Redis that would lose or evict tasks (no persistence, a
+// maxmemory-policy other than noeviction) is logged as a warning.
+//
 // An unknown scheme gives an error wrapping ErrUnknownScheme that lists the
 // schemes Open knows.
 func Open(rawURL string) (*Storage, error) {
@@ -44,6 +54,23 @@ func Open(rawURL string) (*Storage, error) {
 
 // OpenContext is Open with a context bounding the connection attempt.
 func OpenContext(ctx context.Context, rawURL string) (*Storage, error) {
+	return OpenWithOptions(ctx, rawURL, OpenOptions{})
+}
+
+// OpenOptions tunes OpenWithOptions.
+type OpenOptions struct {
+	// Logger receives the storage's own log lines: on Redis, the warnings
+	// at connect about settings that lose or evict tasks, lost event
+	// subscriptions and tasks that cannot be decoded; on file:, what the
+	// open recovered. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// OpenWithOptions is OpenContext with options.
+func OpenWithOptions(ctx context.Context, rawURL string, opts OpenOptions) (*Storage, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	scheme, _, ok := strings.Cut(rawURL, ":")
 	if !ok || scheme == "" {
 		return nil, fmt.Errorf("htq: open %q: %w: no scheme; use one of %s", redact(rawURL), ErrUnknownScheme, strings.Join(schemes, ", "))
@@ -54,19 +81,19 @@ func OpenContext(ctx context.Context, rawURL string) (*Storage, error) {
 		if path == "" {
 			return nil, fmt.Errorf("htq: open %q: %w: file: needs a directory path, e.g. file:./htq-data", rawURL, ErrInvalidArgument)
 		}
-		b, err := embedded.Open(ctx, path, embedded.Options{})
+		b, err := embedded.Open(ctx, path, embedded.Options{Logger: opts.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("htq: open %s: %w", rawURL, err)
 		}
 		return newStorage(b, rawURL), nil
 	case "mem":
-		b, err := embedded.OpenMemory(embedded.Options{})
+		b, err := embedded.OpenMemory(embedded.Options{Logger: opts.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("htq: open %s: %w", rawURL, err)
 		}
 		return newStorage(b, rawURL), nil
 	case "redis", "rediss", "redis-sentinel", "redis-cluster":
-		b, err := rdb.Open(ctx, rawURL, rdb.Options{})
+		b, err := rdb.Open(ctx, rawURL, rdb.Options{Logger: opts.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("htq: open %s: %w", redact(rawURL), err)
 		}
