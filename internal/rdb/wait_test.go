@@ -46,23 +46,26 @@ func info(t testing.TB, c rueidis.Client, section, field string) string {
 // once the replica is in sync.
 func startReplicated(t testing.TB, extraArgs ...string) (primary, replica *redistest.Server) {
 	t.Helper()
-	// No diskless-sync delay: the replica syncs at once, not after 5 s.
-	primary = redistest.Start(t, append([]string{"--repl-diskless-sync-delay", "0"}, extraArgs...)...)
+	// No diskless-sync delay: a replica syncs at once, not after 5 s (the
+	// replica too: it may be promoted and get the old primary as its own).
+	extraArgs = append([]string{"--repl-diskless-sync-delay", "0"}, extraArgs...)
+	primary = redistest.Start(t, extraArgs...)
 	host, port, _ := net.SplitHostPort(primary.Addr)
 	replica = redistest.Start(t, append([]string{"--replicaof", host, port}, extraArgs...)...)
-	waitReplicaSynced(t, replica.Addr, 10*time.Second)
+	waitReplicaOnline(t, primary.Addr, 10*time.Second)
 	return primary, replica
 }
 
-// waitReplicaSynced waits until the replica at addr reports its link to
-// its primary up.
-func waitReplicaSynced(t testing.TB, addr string, timeout time.Duration) {
+// waitReplicaOnline waits until the primary at addr counts a replica
+// online: after a diskless sync that is only once the replica sent its
+// first acknowledgement, and WAIT counts no replica before.
+func waitReplicaOnline(t testing.TB, addr string, timeout time.Duration) {
 	t.Helper()
-	rc := nodeClient(t, addr)
+	pc := nodeClient(t, addr)
 	deadline := time.Now().Add(timeout)
-	for info(t, rc, "replication", "master_link_status") != "up" {
+	for !strings.Contains(info(t, pc, "replication", "slave0"), "state=online") {
 		if time.Now().After(deadline) {
-			t.Fatalf("replica %s not in sync after %v", addr, timeout)
+			t.Fatalf("no replica of %s online after %v", addr, timeout)
 		}
 		time.Sleep(20 * time.Millisecond) // polling an external process
 	}
