@@ -256,7 +256,9 @@ func runFailover(t *testing.T, query string) failoverResult {
 			}
 		}
 	}
-	t.Logf("failover%s: promoted after %v, old primary replicating after %v; %d enqueues acknowledged (%d after the switch), %d missing on the new primary; %d replication timeouts, %d other errors (last: %v)",
-		query, promoted.Round(time.Millisecond), resynced.Round(time.Millisecond), r.acked, afterSw.Load(), r.lost, r.timeouts, r.failed, lastErr.Load())
+	t.Logf("failover%s: promoted after %v, old primary replicating after %v; %d enqueues acknowledged (%d after the switch), %d missing on the new primary (role %s, %s, full syncs %s); %d replication timeouts, %d other errors (last: %v)",
+		query, promoted.Round(time.Millisecond), resynced.Round(time.Millisecond), r.acked, afterSw.Load(), r.lost,
+		info(t, nc, "replication", "role"), info(t, nc, "keyspace", "db0"), info(t, nc, "stats", "sync_full"),
+		r.timeouts, r.failed, lastErr.Load())
 	return r
 }
