@@ -3,12 +3,13 @@
 // one replica on loopback, with and without wait_replicas=1, in
 // alternating runs; it prints the median of each figure over the runs.
 //
-//	go run ./bench/wait                     # 5 runs of each mode
-//	go run ./bench/wait -runs 3 -json out.jsonl
+//	cd bench/wait && go run .                          # 5 runs of each mode
+//	cd bench/wait && go run . -runs 3 -json results-latest.jsonl
 //
 // It starts both redis-server processes itself (from PATH, persistence
-// off, free ports) and stops them at the end. docs/operations.md quotes
-// its output.
+// off, free loopback ports, private directories) and stops them at the
+// end. docs/operations.md quotes its output; the raw lines of that run are
+// in results/.
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,7 +29,6 @@ import (
 	"time"
 
 	"github.com/htqueue/htq"
-	"github.com/htqueue/htq/internal/redistest"
 )
 
 func main() {
@@ -59,17 +60,17 @@ type result struct {
 }
 
 func run(runs, seq, conc, total, batch, batches int, jsonOut string) error {
-	primary, err := redistest.StartProcess("--repl-diskless-sync-delay", "0")
+	primary, err := startRedis("--repl-diskless-sync-delay", "0")
 	if err != nil {
 		return err
 	}
-	defer primary.Stop()
+	defer primary.stop()
 	host, port, _ := net.SplitHostPort(primary.Addr)
-	replica, err := redistest.StartProcess("--replicaof", host, port)
+	replica, err := startRedis("--replicaof", host, port)
 	if err != nil {
 		return err
 	}
-	defer replica.Stop()
+	defer replica.stop()
 	if err := waitOnline(primary.Addr); err != nil {
 		return err
 	}
@@ -86,7 +87,7 @@ func run(runs, seq, conc, total, batch, batches int, jsonOut string) error {
 	var all []result
 	for r := 1; r <= runs; r++ {
 		for _, m := range modes {
-			if err := primary.FlushDB(0); err != nil {
+			if err := flushAll(primary.Addr); err != nil {
 				return err
 			}
 			res, err := measure("redis://"+primary.Addr+"/0"+m.query, seq, conc, total, batch, batches)
@@ -229,15 +230,23 @@ func redisVersion(addr string) string {
 	return "Redis ?"
 }
 
-// infoLine returns INFO section of addr in RESP2 ("" on error).
-func infoLine(addr, section string) string {
+// infoLine returns INFO section of addr ("" on error).
+func infoLine(addr, section string) string { return command(addr, "INFO", section) }
+
+// command sends one command in RESP2 on a new connection and returns the
+// reply's text: a bulk string's body, or the raw line ("" on error).
+func command(addr string, args ...string) string {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return ""
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := fmt.Fprintf(conn, "*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section); err != nil {
+	req := fmt.Sprintf("*%d\r\n", len(args))
+	for _, a := range args {
+		req += fmt.Sprintf("$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := conn.Write([]byte(req)); err != nil {
 		return ""
 	}
 	buf := make([]byte, 64<<10)
@@ -258,4 +267,57 @@ func infoLine(addr, section string) string {
 		}
 	}
 	return s
+}
+
+// redisServer is a redis-server process started by startRedis.
+type redisServer struct {
+	Addr string
+	cmd  *exec.Cmd
+	dir  string
+}
+
+// startRedis starts redis-server from PATH on a free loopback port with
+// persistence off and extra arguments, and waits until it answers.
+func startRedis(extra ...string) (*redisServer, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir, err := os.MkdirTemp("", "htq-bench-wait-")
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--loglevel", "warning"}, extra...)
+	cmd := exec.Command("redis-server", args...)
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start redis-server (is it on PATH?): %w", err)
+	}
+	s := &redisServer{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(command(s.Addr, "PING"), "PONG") {
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("redis-server on %s did not answer", s.Addr)
+		}
+		time.Sleep(20 * time.Millisecond) // polling an external process
+	}
+	return s, nil
+}
+
+func (s *redisServer) stop() {
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	_ = os.RemoveAll(s.dir)
+}
+
+// flushAll empties the server (the replica follows).
+func flushAll(addr string) error {
+	if r := command(addr, "FLUSHALL"); !strings.Contains(r, "OK") {
+		return fmt.Errorf("FLUSHALL on %s: %q", addr, r)
+	}
+	return nil
 }
