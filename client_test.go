@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/htqueue/htq/internal/redistest"
 )
 
 func TestEnqueueReturnsTaskInfo(t *testing.T) {
@@ -200,5 +202,26 @@ func TestEnqueueBatch(t *testing.T) {
 		if q == "c" {
 			t.Fatal("an invalid batch wrote its valid tasks")
 		}
+	}
+}
+
+// On a Redis storage opened with wait_replicas and no replica, Enqueue and
+// EnqueueBatch fail with ErrReplicationTimeout, and the task was stored.
+func TestEnqueueReplicationTimeout(t *testing.T) {
+	st, err := OpenContext(t.Context(), redistest.URL(t)+"?wait_replicas=1&wait_timeout=20ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := NewClient(st)
+	if _, err := c.Enqueue(NewTask("t", nil), TaskID("w1")); !errors.Is(err, ErrReplicationTimeout) {
+		t.Fatalf("Enqueue: %v, want ErrReplicationTimeout", err)
+	}
+	if info := taskInfo(t, st, "default", "w1"); info.State != TaskStatePending {
+		t.Fatalf("task after the timeout: %+v, want pending", info)
+	}
+	_, err = c.EnqueueBatch(t.Context(), []*Task{NewTask("t", nil), NewTask("t", nil)})
+	if !errors.Is(err, ErrReplicationTimeout) {
+		t.Fatalf("EnqueueBatch: %v, want ErrReplicationTimeout", err)
 	}
 }

@@ -34,6 +34,13 @@ var (
 	// ErrWrongState means the task is not in a state the operation applies
 	// to (e.g. RunTask of a pending task, DeleteTask of an active one).
 	ErrWrongState = base.ErrWrongState
+	// ErrReplicationTimeout is returned, on a Redis storage opened with
+	// wait_replicas or wait_aof_local (docs/operations.md), by a write
+	// (Enqueue, a task's completion, …) that Redis made but that fewer
+	// replicas than asked, or no fsync of the append-only file, confirmed
+	// within wait_timeout. The write happened; a failover or crash may
+	// still lose it. Retrying may write it twice.
+	ErrReplicationTimeout = base.ErrReplicationTimeout
 	// ErrServerClosed is returned by Start and Run on a Server that was
 	// already shut down.
 	ErrServerClosed = errors.New("htq: server closed")

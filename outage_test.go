@@ -61,11 +61,11 @@ func TestOutageShorterThanLeaseRerunsNothing(t *testing.T) {
 			// Cut the storage off for 3 s while tasks run and complete.
 			switch how {
 			case "paused":
-				if err := rs.Pause(); err != nil {
+				if err := rs.Freeze(); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(3 * time.Second) // the outage itself
-				if err := rs.Resume(); err != nil {
+				if err := rs.Thaw(); err != nil {
 					t.Fatal(err)
 				}
 			case "restarted":

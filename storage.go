@@ -2,6 +2,7 @@ package htq
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/storage"
@@ -26,6 +27,15 @@ type Storage = storage.Storage
 //	redis-sentinel://[:password@]h1:p1,h2:p2/db?master=NAME
 //	redis-cluster://[:password@]h1:p1,h2:p2 a Redis Cluster
 //
+// The Redis URLs take query parameters: dial_timeout=5s, client_name=…,
+// and wait_replicas=N, wait_timeout=500ms and wait_aof_local=true, which
+// make every write a caller relies on (Enqueue, a task's outcome, …) wait
+// until N replicas received it or the primary fsynced it, and fail with
+// ErrReplicationTimeout otherwise; docs/operations.md says what to
+// configure on Redis so that it does not lose tasks, and what it costs.
+// At connect, a Redis that would lose or evict tasks (no persistence, a
+// maxmemory-policy other than noeviction) is logged as a warning.
+//
 // An unknown scheme gives an error wrapping ErrUnknownScheme that lists the
 // schemes Open knows.
 func Open(rawURL string) (*Storage, error) {
@@ -34,7 +44,24 @@ func Open(rawURL string) (*Storage, error) {
 
 // OpenContext is Open with a context bounding the connection attempt.
 func OpenContext(ctx context.Context, rawURL string) (*Storage, error) {
-	return storage.Open(ctx, rawURL)
+	return OpenWithOptions(ctx, rawURL, OpenOptions{})
+}
+
+// OpenOptions tunes OpenWithOptions.
+type OpenOptions struct {
+	// Logger receives the storage's own log lines: on Redis, the warnings
+	// at connect about settings that lose or evict tasks, lost event
+	// subscriptions and tasks that cannot be decoded; on file:, what the
+	// open recovered. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// OpenWithOptions is OpenContext with options.
+func OpenWithOptions(ctx context.Context, rawURL string, opts OpenOptions) (*Storage, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return storage.Open(ctx, rawURL, opts.Logger)
 }
 
 // brokerOf returns the broker behind s.

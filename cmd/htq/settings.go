@@ -40,6 +40,7 @@ const (
 	kindInt      kind = "int"
 	kindDuration kind = "duration"
 	kindList     kind = "list"
+	kindBool     kind = "bool"
 )
 
 // value is a setting's value in text form with where it came from, for
@@ -72,6 +73,14 @@ func (v value) duration() (time.Duration, error) {
 	return d, nil
 }
 
+func (v value) bool() (bool, error) {
+	b, err := strconv.ParseBool(strings.TrimSpace(v.text))
+	if err != nil {
+		return false, fmt.Errorf("%s: %q is not true or false", v.source, v.text)
+	}
+	return b, nil
+}
+
 func (v value) list() []string {
 	var out []string
 	for _, s := range strings.Split(v.text, ",") {
@@ -90,6 +99,21 @@ var settings = []setting{
 	{flag: "broker", env: "HTQ_BROKER", key: "broker", kind: kindString, def: service.DefaultBroker,
 		usage: "storage URL: file:DIR (embedded, one process), redis://host:port/db, rediss://, redis-sentinel://, redis-cluster://",
 		apply: func(o *serveOptions, v value) error { o.cfg.Broker = v.text; return nil }},
+	{flag: "redis-wait-replicas", env: "HTQ_REDIS_WAIT_REPLICAS", key: "redis_wait_replicas", kind: kindInt, def: "0",
+		usage: "Redis broker: replicas that must have received each enqueue and task outcome before it succeeds (WAIT; 0: none)",
+		apply: func(o *serveOptions, v value) (err error) {
+			o.cfg.RedisWaitReplicas, err = v.int()
+			if err == nil && o.cfg.RedisWaitReplicas < 0 {
+				err = fmt.Errorf("%s: %d is negative", v.source, o.cfg.RedisWaitReplicas)
+			}
+			return err
+		}},
+	{flag: "redis-wait-timeout", env: "HTQ_REDIS_WAIT_TIMEOUT", key: "redis_wait_timeout", kind: kindDuration,
+		usage: "Redis broker: how long a write waits for its replicas or fsync before it fails (default 1s)",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.RedisWaitTimeout, err = positive(v); return err }},
+	{flag: "redis-wait-aof-local", env: "HTQ_REDIS_WAIT_AOF_LOCAL", key: "redis_wait_aof_local", kind: kindBool, def: "false",
+		usage: "Redis broker: each enqueue and task outcome waits until the primary fsynced it to its append-only file (WAITAOF, Redis 7.2+)",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.RedisWaitAOFLocal, err = v.bool(); return err }},
 	{flag: "token", env: "HTQ_TOKEN", key: "token", kind: kindString,
 		usage: "API token (Authorization: Bearer …); unset: generated on the first start and stored with the data",
 		apply: func(o *serveOptions, v value) error { o.cfg.Token = v.text; return nil }},
@@ -198,6 +222,9 @@ func addSettingFlags(fs *pflag.FlagSet) {
 	for _, s := range settings {
 		usage := s.usage + " (env " + s.env + ")"
 		fs.Var(&settingValue{text: s.def, kind: s.kind}, s.flag, usage)
+		if s.kind == kindBool {
+			fs.Lookup(s.flag).NoOptDefVal = "true" // --flag alone means true
+		}
 	}
 }
 
@@ -262,6 +289,12 @@ func fileText(s setting, v any) (string, error) {
 			return "", fmt.Errorf("want a string in quotes, not %T %v", v, v)
 		}
 		return str, nil
+	case kindBool:
+		b, ok := v.(bool)
+		if !ok {
+			return "", fmt.Errorf("want true or false, not %T %v", v, v)
+		}
+		return strconv.FormatBool(b), nil
 	case kindInt:
 		n, ok := v.(int64)
 		if !ok {

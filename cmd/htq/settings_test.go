@@ -143,6 +143,10 @@ func TestBadValuesNameTheirSource(t *testing.T) {
 		{nil, map[string]string{"HTQ_LOG_LEVEL": "loud"}, "HTQ_LOG_LEVEL"},
 		{[]string{"--log-format", "xml"}, nil, "--log-format"},
 		{[]string{"--shutdown-timeout", "-1s"}, nil, "--shutdown-timeout"},
+		{[]string{"--redis-wait-replicas", "-1"}, nil, "--redis-wait-replicas"},
+		{nil, map[string]string{"HTQ_REDIS_WAIT_REPLICAS": "one"}, "HTQ_REDIS_WAIT_REPLICAS"},
+		{[]string{"--redis-wait-timeout", "500"}, nil, "--redis-wait-timeout"},
+		{nil, map[string]string{"HTQ_REDIS_WAIT_AOF_LOCAL": "sometimes"}, "HTQ_REDIS_WAIT_AOF_LOCAL"},
 	} {
 		_, err := parse(t, tc.args, tc.env)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -195,6 +199,33 @@ func TestInvalidSettingsNameTheirSource(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The redis-wait-* settings from a flag, the environment and the file,
+// the bool one included.
+func TestRedisWaitSettings(t *testing.T) {
+	file := writeFile(t, "redis_wait_replicas = 2\nredis_wait_timeout = \"250ms\"\nredis_wait_aof_local = true\n")
+	o, err := parse(t, []string{"--config", file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := o.cfg; c.RedisWaitReplicas != 2 || c.RedisWaitTimeout != 250*time.Millisecond || !c.RedisWaitAOFLocal {
+		t.Errorf("from the file: %d, %v, %v", c.RedisWaitReplicas, c.RedisWaitTimeout, c.RedisWaitAOFLocal)
+	}
+	o, err = parse(t, []string{"--redis-wait-aof-local", "--redis-wait-timeout", "2s"}, map[string]string{"HTQ_REDIS_WAIT_REPLICAS": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := o.cfg; c.RedisWaitReplicas != 1 || c.RedisWaitTimeout != 2*time.Second || !c.RedisWaitAOFLocal {
+		t.Errorf("from flags and env: %d, %v, %v", c.RedisWaitReplicas, c.RedisWaitTimeout, c.RedisWaitAOFLocal)
+	}
+	o, err = parse(t, []string{"--redis-wait-aof-local=false"}, nil)
+	if err != nil || o.cfg.RedisWaitAOFLocal {
+		t.Errorf("--redis-wait-aof-local=false: %v, %v", o.cfg.RedisWaitAOFLocal, err)
+	}
+	if _, err := parse(t, []string{"--config", writeFile(t, "redis_wait_aof_local = \"yes\"\n")}, nil); err == nil || !strings.Contains(err.Error(), "redis_wait_aof_local") {
+		t.Errorf("string for a bool in the file: %v", err)
 	}
 }
 

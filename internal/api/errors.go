@@ -29,6 +29,7 @@ const (
 	codePayloadTooLarge   = "payload_too_large"
 	codeTargetNotAllowed  = "target_not_allowed"
 	codeUnavailable       = "unavailable"
+	codeReplication       = "replication_timeout"
 	codeInternal          = "internal"
 )
 
@@ -60,6 +61,7 @@ var errorTable = []struct {
 	{base.ErrWrongState, http.StatusConflict, codeWrongState},
 	{base.ErrQueueNotEmpty, http.StatusConflict, codeQueueNotEmpty},
 	{base.ErrLeaseLost, http.StatusConflict, codeLeaseLost},
+	{base.ErrReplicationTimeout, http.StatusServiceUnavailable, codeReplication},
 	{base.ErrStorageClosed, http.StatusServiceUnavailable, codeUnavailable},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, codeUnavailable},
 }

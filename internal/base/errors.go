@@ -36,4 +36,12 @@ var (
 	ErrNotFound = errors.New("htq: not found")
 	// ErrWrongState means the task is not in a state the operation applies to.
 	ErrWrongState = errors.New("htq: task in wrong state for this operation")
+	// ErrReplicationTimeout means a write was made on the storage's
+	// primary, but fewer copies than the storage was configured to wait
+	// for (replicas that received it, or an fsync of the append-only
+	// file) confirmed it before the wait's timeout. The write happened
+	// and stays unless a failover or crash loses it; a caller that
+	// retries may write it twice (an Enqueue with a TaskID is refused
+	// the second time with ErrTaskIDConflict).
+	ErrReplicationTimeout = errors.New("htq: write not confirmed by enough copies in time")
 )

@@ -15,6 +15,10 @@
 //     stored as given.
 //   - Errors wrap the sentinels of package base (base.ErrLeaseLost, …) so
 //     that callers can use errors.Is.
+//   - The one error that comes after a write is base.ErrReplicationTimeout:
+//     a backend told to wait for copies of the writes callers rely on (the
+//     Redis backend's WaitOptions) made the change whole, but its copies
+//     were not confirmed in time.
 package broker
 
 import (

@@ -113,12 +113,13 @@ func (b *Broker) DeleteTask(ctx context.Context, queue, id string) error {
 	if err != nil {
 		return err
 	}
-	n, err := b.run(ctx, call{
+	res, waitErr := b.runAcked(ctx, call{
 		s: scriptDelete,
 		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived, k.completed,
 			k.unique, k.group, k.groups, k.leases},
 		args: []string{id},
-	}).AsInt64()
+	})
+	n, err := res.AsInt64()
 	if err != nil {
 		return b.wrap("delete task "+queue+"/"+id, err)
 	}
@@ -128,7 +129,7 @@ func (b *Broker) DeleteTask(ctx context.Context, queue, id string) error {
 	case -2:
 		return fmt.Errorf("rdb: delete task %s/%s: it is active: %w", queue, id, base.ErrWrongState)
 	}
-	return nil
+	return waitFailed("delete task "+queue+"/"+id, waitErr)
 }
 
 // Queues lists every queue ever enqueued into, sorted.

@@ -41,7 +41,7 @@ var clientVariants = []clientVariant{
 
 func benchBroker(b *testing.B, v clientVariant) *Broker {
 	b.Helper()
-	co, err := ParseURL(redistest.URL(b))
+	co, _, err := ParseURL(redistest.URL(b))
 	if err != nil {
 		b.Fatal(err)
 	}

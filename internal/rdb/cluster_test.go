@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -200,6 +201,44 @@ func TestCluster(t *testing.T) {
 		if err != nil || size == 0 {
 			t.Errorf("node %s holds %d keys (%v): the queues did not spread over the nodes", addr, size, err)
 		}
+	}
+
+	// wait_replicas on a cluster without replicas: a batch over every
+	// queue (several slots and nodes, plus the queue registry's slot) is
+	// sent one slot at a time, each with its WAIT, and every task is
+	// stored but fails with ErrReplicationTimeout.
+	wb, err := Open(ctx, url+"?wait_replicas=1&wait_timeout=50ms", Options{})
+	if err != nil {
+		t.Fatalf("Open with wait_replicas: %v", err)
+	}
+	defer wb.Close()
+	ps = ps[:0]
+	for _, q := range queues {
+		ps = append(ps, broker.EnqueueParams{Msg: msg(q, "w")})
+	}
+	for i, err := range wb.EnqueueBatch(ctx, ps) {
+		if !errors.Is(err, base.ErrReplicationTimeout) {
+			t.Fatalf("EnqueueBatch[%d] with wait_replicas and no replica: %v, want ErrReplicationTimeout", i, err)
+		}
+		if _, err := b.GetTaskInfo(ctx, ps[i].Msg.Queue, "w"); err != nil {
+			t.Fatalf("task %s/w not stored: %v", ps[i].Msg.Queue, err)
+		}
+	}
+	refs = refs[:0]
+	for _, q := range queues {
+		ls, err := wb.Fetch(ctx, broker.FetchParams{Queue: q, Max: 10, LeaseDuration: time.Minute, ServerID: "s"})
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("Fetch %s: %d tasks, %v; want 1", q, len(ls), err)
+		}
+		refs = append(refs, ls[0].Ref())
+	}
+	for i, err := range wb.Complete(ctx, refs) {
+		if !errors.Is(err, base.ErrReplicationTimeout) {
+			t.Fatalf("Complete[%d] with wait_replicas and no replica: %v, want ErrReplicationTimeout", i, err)
+		}
+	}
+	if err := b.CheckInvariants(ctx); err != nil {
+		t.Fatalf("invariants: %v", err)
 	}
 }
 

@@ -12,4 +12,10 @@
 // Times that decide leases, due dates and uniqueness locks come from Redis
 // TIME read inside the scripts, unless Options.Clock is set (tests), in
 // which case Go passes the clock's now with each call.
+//
+// Redis replicates asynchronously; Options.Wait (the storage URL's
+// wait_replicas, wait_timeout and wait_aof_local) makes the writes callers
+// rely on wait for replicas (WAIT) or an AOF fsync (WAITAOF), on the
+// connection of the write; see WaitOptions and docs/operations.md. Open
+// also warns about servers that would lose or evict tasks.
 package rdb

@@ -20,16 +20,20 @@ func (b *Broker) Enqueue(ctx context.Context, p broker.EnqueueParams) error {
 		return err
 	}
 	var res rueidis.RedisResult
+	var waitErr error
 	if k.needsRegister() {
-		rs := b.runMulti(ctx, []rueidis.Completed{b.registerCmd(k)}, []call{c})
+		rs, werrs := b.runMultiAcked(ctx, []rueidis.Completed{b.registerCmd(k)}, []call{c})
 		if rs[0].Error() == nil {
 			k.markRegistered()
 		}
-		res = rs[1]
+		res, waitErr = rs[1], firstErr(werrs[1], werrs[0])
 	} else {
-		res = b.run(ctx, c)
+		res, waitErr = b.runAcked(ctx, c)
 	}
-	return b.enqueueResult(p.Msg, res)
+	if err := b.enqueueResult(p.Msg, res); err != nil {
+		return err
+	}
+	return waitFailed("enqueue "+p.Msg.Queue+"/"+p.Msg.ID, waitErr)
 }
 
 // Chunks of EnqueueBatch: one enqueue_batch call holds tasks of one
@@ -73,14 +77,16 @@ func (b *Broker) EnqueueBatch(ctx context.Context, ps []broker.EnqueueParams) []
 		}
 		calls[j] = c.call()
 	}
-	res := b.runMulti(ctx, extra, calls)
+	res, waitErrs := b.runMultiAcked(ctx, extra, calls)
+	var regErr error // a registration the wait did not confirm
 	for j, k := range reg {
 		if res[j].Error() == nil {
 			k.markRegistered()
 		}
+		regErr = firstErr(regErr, waitErrs[j])
 	}
 	for j, c := range bt.chunks {
-		b.enqueueBatchResult(ps, errs, c, res[len(extra)+j])
+		b.enqueueBatchResult(ps, errs, c, res[len(extra)+j], firstErr(waitErrs[len(extra)+j], regErr))
 	}
 	return errs
 }
@@ -225,8 +231,9 @@ func (c *enqueueChunk) call() call {
 }
 
 // enqueueBatchResult sets the errors of the chunk's tasks from the
-// script's answer: one code per task.
-func (b *Broker) enqueueBatchResult(ps []broker.EnqueueParams, errs []error, c *enqueueChunk, r rueidis.RedisResult) {
+// script's answer, one code per task, and waitErr: the error of the wait
+// that covers the tasks the chunk stored.
+func (b *Broker) enqueueBatchResult(ps []broker.EnqueueParams, errs []error, c *enqueueChunk, r rueidis.RedisResult, waitErr error) {
 	codes, err := r.ToString()
 	if err == nil && len(codes) != len(c.idx) {
 		err = fmt.Errorf("unexpected reply of %d codes for %d tasks", len(codes), len(c.idx))
@@ -239,6 +246,7 @@ func (b *Broker) enqueueBatchResult(ps []broker.EnqueueParams, errs []error, c *
 		}
 		switch codes[j] {
 		case '2', '3', '7':
+			errs[i] = waitFailed("enqueue "+m.Queue+"/"+m.ID, waitErr)
 		case 'i':
 			errs[i] = fmt.Errorf("rdb: enqueue %s/%s: %w", m.Queue, m.ID, base.ErrTaskIDConflict)
 		case 'u':

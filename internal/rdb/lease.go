@@ -191,9 +191,13 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		}
 	}
 	var res []rueidis.RedisResult
-	if len(calls) == 1 {
+	var waitErrs []error // nil unless Options.Wait: a completion is an acknowledged write
+	switch {
+	case b.wait != nil:
+		res, waitErrs = b.runMultiAcked(ctx, nil, calls)
+	case len(calls) == 1:
 		res = []rueidis.RedisResult{b.run(ctx, calls[0])}
-	} else {
+	default:
 		res = b.runMulti(ctx, nil, calls)
 	}
 	for j, g := range groups {
@@ -207,6 +211,8 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 				errs[i] = b.wrap("complete "+leases[i].Queue+"/"+leases[i].ID, err)
 			case vals[n] != 1:
 				errs[i] = leaseLost("complete", leases[i])
+			case waitErrs != nil:
+				errs[i] = waitFailed("complete "+leases[i].Queue+"/"+leases[i].ID, waitErrs[j])
 			}
 		}
 	}
@@ -224,16 +230,24 @@ func boolArg(v bool) string {
 	return "0"
 }
 
-// fenced runs a script that answers 1 (done) or 0 (lease lost).
-func (b *Broker) fenced(ctx context.Context, op string, l broker.LeaseRef, c call) error {
-	n, err := b.run(ctx, c).AsInt64()
+// fenced runs a script that answers 1 (done) or 0 (lease lost); acked
+// marks an acknowledged write (see WaitOptions).
+func (b *Broker) fenced(ctx context.Context, op string, l broker.LeaseRef, c call, acked bool) error {
+	var res rueidis.RedisResult
+	var waitErr error
+	if acked {
+		res, waitErr = b.runAcked(ctx, c)
+	} else {
+		res = b.run(ctx, c)
+	}
+	n, err := res.AsInt64()
 	if err != nil {
 		return b.wrap(op+" "+l.Queue+"/"+l.ID, err)
 	}
 	if n != 1 {
 		return leaseLost(op, l)
 	}
-	return nil
+	return waitFailed(op+" "+l.Queue+"/"+l.ID, waitErr)
 }
 
 // Retry moves an active task to retry; see broker.Broker.
@@ -251,7 +265,7 @@ func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
 		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.retry, k.processed, k.failed},
 		args: []string{b.nowArg(), l.ID, l.Token, itoa(ms(p.Delay)), p.ErrMsg, boolArg(p.IsFailure),
 			boolArg(p.RequireExpired), channelEvents, k.name},
-	})
+	}, true)
 }
 
 // Archive moves an active task to archived; see broker.Broker.
@@ -266,7 +280,7 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.archived, k.task, k.unique, k.processed, k.failed},
 		args: []string{b.nowArg(), l.ID, l.Token, p.ErrMsg, boolArg(p.RequireExpired), b.archiveMax, b.archiveAge,
 			channelEvents, k.name},
-	})
+	}, true)
 }
 
 // Requeue moves an active task back to the head of pending; see
@@ -280,7 +294,7 @@ func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
 		s:    scriptRequeue,
 		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.pending},
 		args: []string{l.ID, l.Token, channelEvents, k.name, b.nowArg()},
-	})
+	}, false)
 }
 
 // WriteResult stores the result of an active task; see broker.Broker.
@@ -293,7 +307,7 @@ func (b *Broker) WriteResult(ctx context.Context, l broker.LeaseRef, data []byte
 		s:    scriptResult,
 		keys: []string{k.taskKey(l.ID), k.leases},
 		args: []string{l.ID, l.Token, string(data)},
-	})
+	}, false)
 }
 
 // ExtendLeases pushes the deadlines of still-held leases of one queue, in

@@ -36,16 +36,20 @@ func (b *Broker) RunTask(ctx context.Context, queue, id string) error {
 	if err != nil {
 		return err
 	}
-	n, err := b.run(ctx, call{
+	res, waitErr := b.runAcked(ctx, call{
 		s: scriptRunTask,
 		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived,
 			k.group, k.groups, k.leases},
 		args: []string{b.nowArg(), id, channelEvents, k.name},
-	}).AsInt64()
+	})
+	n, err := res.AsInt64()
 	if err != nil {
 		return b.wrap("run task "+queue+"/"+id, err)
 	}
-	return taskOpResult("run task", queue, id, n, "pending, active, completed or being aggregated")
+	if err := taskOpResult("run task", queue, id, n, "pending, active, completed or being aggregated"); err != nil {
+		return err
+	}
+	return waitFailed("run task "+queue+"/"+id, waitErr)
 }
 
 // ArchiveTask moves a pending, scheduled, retry or aggregating task to
@@ -56,16 +60,20 @@ func (b *Broker) ArchiveTask(ctx context.Context, queue, id string) error {
 	if err != nil {
 		return err
 	}
-	n, err := b.run(ctx, call{
+	res, waitErr := b.runAcked(ctx, call{
 		s: scriptArchiveTask,
 		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived,
 			k.group, k.groups, k.leases, k.task, k.unique},
 		args: []string{b.nowArg(), id, b.archiveMax, b.archiveAge},
-	}).AsInt64()
+	})
+	n, err := res.AsInt64()
 	if err != nil {
 		return b.wrap("archive task "+queue+"/"+id, err)
 	}
-	return taskOpResult("archive task", queue, id, n, "active, completed or being aggregated")
+	if err := taskOpResult("archive task", queue, id, n, "active, completed or being aggregated"); err != nil {
+		return err
+	}
+	return waitFailed("archive task "+queue+"/"+id, waitErr)
 }
 
 // DeleteAll deletes every task of the queue in state (of group, for

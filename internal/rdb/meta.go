@@ -22,10 +22,11 @@ func (b *Broker) PutMeta(ctx context.Context, key string, value []byte) error {
 	if err := b.checkMeta("put meta", key, value); err != nil {
 		return err
 	}
-	if err := b.c.Do(ctx, b.c.B().Hset().Key(keyMeta).FieldValue().FieldValue(key, rueidis.BinaryString(value)).Build()).Error(); err != nil {
+	res, waitErr := b.doAckedOne(ctx, b.c.B().Hset().Key(keyMeta).FieldValue().FieldValue(key, rueidis.BinaryString(value)).Build())
+	if err := res.Error(); err != nil {
 		return b.wrap("put meta "+key, err)
 	}
-	return nil
+	return waitFailed("put meta "+key, waitErr)
 }
 
 // PutMetaIfAbsent stores value under key if the key is free; see
@@ -34,11 +35,15 @@ func (b *Broker) PutMetaIfAbsent(ctx context.Context, key string, value []byte) 
 	if err := b.checkMeta("put meta", key, value); err != nil {
 		return false, err
 	}
-	set, err := b.c.Do(ctx, b.c.B().Hsetnx().Key(keyMeta).Field(key).Value(rueidis.BinaryString(value)).Build()).AsBool()
+	res, waitErr := b.doAckedOne(ctx, b.c.B().Hsetnx().Key(keyMeta).Field(key).Value(rueidis.BinaryString(value)).Build())
+	set, err := res.AsBool()
 	if err != nil {
 		return false, b.wrap("put meta "+key, err)
 	}
-	return set, nil
+	if !set {
+		return false, nil // nothing written
+	}
+	return true, waitFailed("put meta "+key, waitErr)
 }
 
 // GetMeta returns the value under key; see broker.MetaStore.
@@ -61,10 +66,11 @@ func (b *Broker) DeleteMeta(ctx context.Context, key string) error {
 	if err := b.checkMeta("delete meta", key, nil); err != nil {
 		return err
 	}
-	if err := b.c.Do(ctx, b.c.B().Hdel().Key(keyMeta).Field(key).Build()).Error(); err != nil {
+	res, waitErr := b.doAckedOne(ctx, b.c.B().Hdel().Key(keyMeta).Field(key).Build())
+	if err := res.Error(); err != nil {
 		return b.wrap("delete meta "+key, err)
 	}
-	return nil
+	return waitFailed("delete meta "+key, waitErr)
 }
 
 // ListMeta returns the records whose key starts with prefix; see

@@ -58,6 +58,11 @@ type Options struct {
 	// ArchiveMaxAge is how long an archived task is kept; 0 means
 	// DefaultArchiveMaxAge.
 	ArchiveMaxAge time.Duration
+	// Wait makes the writes callers rely on wait for replicas or an
+	// fsync (see WaitOptions); the zero value waits for nothing. In Open,
+	// a storage URL with any of the wait_replicas, wait_timeout and
+	// wait_aof_local parameters replaces it whole.
+	Wait WaitOptions
 }
 
 // Broker is the Redis implementation of broker.Broker. It is safe for
@@ -66,6 +71,7 @@ type Broker struct {
 	c      rueidis.Client
 	clock  clockwork.Clock // nil: Redis TIME is the clock
 	log    *slog.Logger
+	wait   *waiter // nil: acknowledged writes do not wait (Options.Wait)
 	closed atomic.Bool
 
 	archiveMax  string   // ArchiveMaxSize as an ARGV
@@ -87,6 +93,7 @@ func New(c rueidis.Client, opts Options) *Broker {
 		c:     c,
 		clock: opts.Clock,
 		log:   opts.Logger,
+		wait:  newWaiter(opts.Wait, c.Mode() == rueidis.ClientModeCluster),
 	}
 	b.life, b.endLife = context.WithCancel(context.Background())
 	if b.log == nil {
@@ -112,10 +119,19 @@ func New(c rueidis.Client, opts Options) *Broker {
 }
 
 // Open connects to the Redis named by rawURL (see ParseURL for the forms)
-// and checks that it answers.
+// and checks that it answers. It then reads each node's version and
+// settings: a node that would lose or evict tasks gets a warning in the
+// log (see checkNode), and WaitOptions a node cannot honour (WAITAOF
+// before Redis 7.2) are an error.
 func Open(ctx context.Context, rawURL string, opts Options) (*Broker, error) {
-	co, err := ParseURL(rawURL)
+	co, wait, err := ParseURL(rawURL)
 	if err != nil {
+		return nil, err
+	}
+	if wait != nil {
+		opts.Wait = *wait
+	}
+	if err := opts.Wait.Validate(); err != nil {
 		return nil, err
 	}
 	if opts.TLSConfig != nil {
@@ -132,6 +148,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Broker, error) {
 	}
 	b := New(c, opts)
 	if err := b.Ping(ctx); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := b.checkNodes(ctx, opts.Wait); err != nil {
 		b.Close()
 		return nil, err
 	}

@@ -135,13 +135,30 @@ func (b *Broker) loadScripts(ctx context.Context) error {
 // the scripts are loaded again on every node and those calls resent; a
 // call that still meets NOSCRIPT is sent with EVAL.
 func (b *Broker) runMulti(ctx context.Context, extra []rueidis.Completed, calls []call) []rueidis.RedisResult {
+	res, _ := b.runMultiWith(ctx, extra, calls, false)
+	return res
+}
+
+// send sends cmds in one round trip per node: with acked, as
+// acknowledged writes (doAcked; errs holds the wait's error per command),
+// otherwise as they are (errs is nil).
+func (b *Broker) send(ctx context.Context, cmds []rueidis.Completed, acked bool) (res []rueidis.RedisResult, errs []error) {
+	if acked {
+		return b.doAcked(ctx, cmds)
+	}
+	return b.c.DoMulti(ctx, cmds...), nil
+}
+
+// runMultiWith is runMulti, with acked sending the commands as
+// acknowledged writes (see runMultiAcked); errs is nil without acked.
+func (b *Broker) runMultiWith(ctx context.Context, extra []rueidis.Completed, calls []call, acked bool) (res []rueidis.RedisResult, errs []error) {
 	cmds := make([]rueidis.Completed, 0, len(extra)+len(calls))
 	cmds = append(cmds, extra...)
 	bd := b.c.B()
 	for i := range calls {
 		cmds = append(cmds, calls[i].evalsha(bd))
 	}
-	res := b.c.DoMulti(ctx, cmds...)
+	res, errs = b.send(ctx, cmds, acked)
 	var again []int
 	for i := range calls {
 		if isNoScript(res[len(extra)+i].Error()) {
@@ -149,7 +166,7 @@ func (b *Broker) runMulti(ctx context.Context, extra []rueidis.Completed, calls 
 		}
 	}
 	if len(again) == 0 {
-		return res
+		return res, errs
 	}
 	useEval := b.loadScripts(ctx) != nil
 	retry := make([]rueidis.Completed, len(again))
@@ -161,14 +178,29 @@ func (b *Broker) runMulti(ctx context.Context, extra []rueidis.Completed, calls 
 		}
 	}
 	var still []int
-	for j, r := range b.c.DoMulti(ctx, retry...) {
+	rres, rerrs := b.send(ctx, retry, acked)
+	for j, r := range rres {
 		res[len(extra)+again[j]] = r
+		if acked {
+			errs[len(extra)+again[j]] = rerrs[j]
+		}
 		if !useEval && isNoScript(r.Error()) {
 			still = append(still, again[j])
 		}
 	}
-	for _, i := range still {
-		res[len(extra)+i] = b.c.Do(ctx, calls[i].eval(bd))
+	if len(still) == 0 {
+		return res, errs
 	}
-	return res
+	last := make([]rueidis.Completed, len(still))
+	for j, i := range still {
+		last[j] = calls[i].eval(bd)
+	}
+	lres, lerrs := b.send(ctx, last, acked)
+	for j, i := range still {
+		res[len(extra)+i] = lres[j]
+		if acked {
+			errs[len(extra)+i] = lerrs[j]
+		}
+	}
+	return res, errs
 }

@@ -21,44 +21,59 @@ import (
 func startSentinel(t *testing.T) (master *redistest.Server, sentinelAddr string) {
 	t.Helper()
 	master = redistest.Start(t)
+	return master, startSentinels(t, master.Addr, 1, 1)[0]
+}
+
+// startSentinels starts n redis-sentinel processes on free loopback ports,
+// each watching the master at masterAddr as "mymaster" with quorum, and
+// returns their addresses once each knows the master. They are killed at
+// the end of the test.
+func startSentinels(t *testing.T, masterAddr string, n, quorum int) []string {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server not found on PATH (apt-get install redis-server): %v", err)
 	}
-	mhost, mport, _ := net.SplitHostPort(master.Addr)
-	for attempt := 0; ; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		dir := t.TempDir()
-		conf := filepath.Join(dir, "sentinel.conf")
-		cfg := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster %s %s 1\nsentinel down-after-milliseconds mymaster 5000\n",
-			port, dir, mhost, mport)
-		if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, conf, "--sentinel")
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start sentinel: %v", err)
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		if err := waitSentinel(addr, "mymaster", 5*time.Second); err == nil {
-			t.Cleanup(func() {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			})
-			return master, addr
-		} else if attempt == 4 {
+	mhost, mport, _ := net.SplitHostPort(masterAddr)
+	var addrs []string
+	for len(addrs) < n {
+		for attempt := 0; ; attempt++ {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := l.Addr().(*net.TCPAddr).Port
+			l.Close()
+			dir := t.TempDir()
+			conf := filepath.Join(dir, "sentinel.conf")
+			cfg := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster %s %s %d\n"+
+				"sentinel down-after-milliseconds mymaster 2000\nsentinel failover-timeout mymaster 10000\n",
+				port, dir, mhost, mport, quorum)
+			if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(bin, conf, "--sentinel")
+			if err := cmd.Start(); err != nil {
+				t.Fatalf("start sentinel: %v", err)
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			err = waitSentinel(addr, "mymaster", 5*time.Second)
+			if err == nil {
+				t.Cleanup(func() {
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait()
+				})
+				addrs = append(addrs, addr)
+				break
+			}
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			t.Fatalf("sentinel did not start: %v", err)
+			if attempt == 4 {
+				t.Fatalf("sentinel did not start: %v", err)
+			}
 		}
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
 	}
+	return addrs
 }
 
 // waitSentinel waits until the sentinel at addr knows master name.

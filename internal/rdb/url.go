@@ -24,14 +24,25 @@ import (
 // The port defaults to 6379 (26379 for sentinels). The password of a
 // sentinel URL is the master's; sentinel_password=… gives the sentinels'
 // own. Accepted query parameters: dial_timeout (a Go duration),
-// client_name, and master / sentinel_password for redis-sentinel. Any
-// other parameter, a bad port or db, or a missing host is an error
-// wrapping base.ErrInvalidArgument.
-func ParseURL(rawURL string) (rueidis.ClientOption, error) {
+// client_name, master / sentinel_password for redis-sentinel, and on every
+// scheme the WaitOptions: wait_replicas (a count), wait_timeout (a Go
+// duration, at least 1ms) and wait_aof_local (true/false or 1/0). Any
+// other parameter, a bad value, a bad port or db, or a missing host is an
+// error naming it and wrapping base.ErrInvalidArgument.
+//
+// The WaitOptions are nil unless the URL has a wait_* parameter.
+func ParseURL(rawURL string) (rueidis.ClientOption, *WaitOptions, error) {
 	var co rueidis.ClientOption
-	bad := func(format string, a ...any) (rueidis.ClientOption, error) {
-		return rueidis.ClientOption{}, fmt.Errorf("rdb: storage URL %q: %s: %w",
+	var wait *WaitOptions
+	bad := func(format string, a ...any) (rueidis.ClientOption, *WaitOptions, error) {
+		return rueidis.ClientOption{}, nil, fmt.Errorf("rdb: storage URL %q: %s: %w",
 			base.RedactURL(rawURL), fmt.Sprintf(format, a...), base.ErrInvalidArgument)
+	}
+	waitOpts := func() *WaitOptions {
+		if wait == nil {
+			wait = &WaitOptions{}
+		}
+		return wait
 	}
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
@@ -49,7 +60,7 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	case "redis-cluster":
 		multiHost = true
 	default:
-		return rueidis.ClientOption{}, fmt.Errorf("rdb: storage URL %q: scheme %q is not redis, rediss, redis-sentinel or redis-cluster: %w",
+		return rueidis.ClientOption{}, nil, fmt.Errorf("rdb: storage URL %q: scheme %q is not redis, rediss, redis-sentinel or redis-cluster: %w",
 			base.RedactURL(rawURL), scheme, base.ErrInvalidArgument)
 	}
 	rest, rawQuery, _ := strings.Cut(rest, "?")
@@ -111,9 +122,30 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 			co.Sentinel.MasterSet = val
 		case k == "sentinel_password" && scheme == "redis-sentinel":
 			co.Sentinel.Password = val
+		case k == "wait_replicas":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				return bad("wait_replicas %q is not a whole number >= 0", val)
+			}
+			waitOpts().Replicas = n
+		case k == "wait_timeout":
+			d, err := time.ParseDuration(val)
+			if err != nil || d < time.Millisecond {
+				return bad("wait_timeout %q is not a duration of at least 1ms (write e.g. 500ms)", val)
+			}
+			waitOpts().Timeout = d
+		case k == "wait_aof_local":
+			on, err := strconv.ParseBool(val)
+			if err != nil {
+				return bad("wait_aof_local %q is not true, false, 1 or 0", val)
+			}
+			waitOpts().AOFLocal = on
 		default:
 			return bad("unknown parameter %q", k)
 		}
+	}
+	if wait != nil && wait.Timeout > 0 && !wait.Enabled() {
+		return bad("wait_timeout does nothing without wait_replicas >= 1 or wait_aof_local=true")
 	}
 	switch scheme {
 	case "redis", "rediss":
@@ -130,7 +162,7 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	// htq uses no client-side caching: turning it off saves the CLIENT
 	// TRACKING set-up and the cache's bookkeeping on every reply.
 	co.DisableCache = true
-	return co, nil
+	return co, wait, nil
 }
 
 // hostPort checks h ("host", "host:port", "[v6]", "[v6]:port") and adds

@@ -40,9 +40,12 @@ func TestParseURL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
-			co, err := ParseURL(tt.url)
+			co, wait, err := ParseURL(tt.url)
 			if err != nil {
 				t.Fatalf("ParseURL: %v", err)
+			}
+			if wait != nil {
+				t.Errorf("WaitOptions = %+v, want nil (no wait_* parameter)", *wait)
 			}
 			if !slices.Equal(co.InitAddress, tt.addrs) {
 				t.Errorf("InitAddress = %v, want %v", co.InitAddress, tt.addrs)
@@ -75,8 +78,33 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
+// TestParseURLWait reads the wait_* parameters on every scheme.
+func TestParseURLWait(t *testing.T) {
+	tests := []struct {
+		url  string
+		want WaitOptions
+	}{
+		{"redis://h/0?wait_replicas=1&wait_timeout=500ms", WaitOptions{Replicas: 1, Timeout: 500 * time.Millisecond}},
+		{"rediss://h?wait_replicas=2", WaitOptions{Replicas: 2}},
+		{"redis-sentinel://s1,s2/1?master=m&wait_replicas=1&wait_aof_local=true", WaitOptions{Replicas: 1, AOFLocal: true}},
+		{"redis-cluster://n1,n2?wait_aof_local=1&wait_timeout=2s", WaitOptions{AOFLocal: true, Timeout: 2 * time.Second}},
+		{"redis://h?wait_replicas=0", WaitOptions{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			_, wait, err := ParseURL(tt.url)
+			if err != nil {
+				t.Fatalf("ParseURL: %v", err)
+			}
+			if wait == nil || *wait != tt.want {
+				t.Fatalf("WaitOptions = %v, want %+v", wait, tt.want)
+			}
+		})
+	}
+}
+
 func TestParseURLTLSServerName(t *testing.T) {
-	co, err := ParseURL("rediss://cache.example:6380")
+	co, _, err := ParseURL("rediss://cache.example:6380")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,10 +141,18 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis-sentinel://s1,,s2?master=m", "empty host"},
 		{"redis-cluster://n1,n2/1", "only database 0"},
 		{"redis://:pa%zz@h", "bad password escape"},
+		{"redis://h?wait_replicas=-1", `wait_replicas "-1"`},
+		{"redis://h?wait_replicas=one", `wait_replicas "one"`},
+		{"redis://h?wait_replicas=1&wait_timeout=0", `wait_timeout "0"`},
+		{"redis://h?wait_replicas=1&wait_timeout=500us", `wait_timeout "500us"`},
+		{"redis://h?wait_replicas=1&wait_timeout=soon", `wait_timeout "soon"`},
+		{"redis://h?wait_timeout=1s", "wait_timeout does nothing"},
+		{"redis://h?wait_replicas=0&wait_timeout=1s", "wait_timeout does nothing"},
+		{"redis://h?wait_aof_local=maybe", `wait_aof_local "maybe"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
-			_, err := ParseURL(tt.url)
+			_, _, err := ParseURL(tt.url)
 			if err == nil {
 				t.Fatal("ParseURL succeeded")
 			}
@@ -131,7 +167,7 @@ func TestParseURLErrors(t *testing.T) {
 }
 
 func TestParseURLHidesPassword(t *testing.T) {
-	_, err := ParseURL("redis://:hunter2@h:bad")
+	_, _, err := ParseURL("redis://:hunter2@h:bad")
 	if err == nil {
 		t.Fatal("ParseURL succeeded")
 	}

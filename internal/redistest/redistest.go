@@ -101,20 +101,6 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
-// Pause stops the server's process with SIGSTOP: connections stay open
-// and every command hangs, as when a network path is cut.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
-
-func (s *Server) signal(sig syscall.Signal) error {
-	if s.cmd == nil {
-		return fmt.Errorf("redistest: %s is not a server this test started", s.Addr)
-	}
-	return s.cmd.Process.Signal(sig)
-}
-
 // Crash kills the server with SIGKILL and keeps its data directory, so
 // that Restart brings it back with what it had persisted.
 func (s *Server) Crash() error {
@@ -143,6 +129,24 @@ func (s *Server) Restart() error {
 
 // Kill stops the server at once with SIGKILL (for failure tests).
 func (s *Server) Kill() { s.Stop() }
+
+// Freeze stops the server's process with SIGSTOP: it keeps its
+// connections open but reads and answers nothing (a stalled node, or a
+// replica that falls behind) until Thaw. Stop works on a frozen server.
+func (s *Server) Freeze() error { return s.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a server stopped by Freeze (SIGCONT).
+func (s *Server) Thaw() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	if s.cmd == nil {
+		return fmt.Errorf("redistest: %s was not started by this test binary (or is stopped)", s.Addr)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("redistest: signal %v to redis-server %s: %w", sig, s.Addr, err)
+	}
+	return nil
+}
 
 // Shared returns a redis-server shared by the tests of one test binary
 // (HTQ_TEST_REDIS when set). Call Flush or use a fresh DB per test to

@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,6 +83,18 @@ type Config struct {
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
+
+	// RedisWaitReplicas, RedisWaitTimeout and RedisWaitAOFLocal make every
+	// write a caller relies on (an enqueue through the API, a task's
+	// outcome) wait until that many replicas received it (WAIT) and, with
+	// RedisWaitAOFLocal, until the primary fsynced it to its append-only
+	// file (WAITAOF, Redis 7.2+), each wait bounded by RedisWaitTimeout
+	// (0: 1 s); a wait not met fails the call. They become the Redis
+	// broker URL's wait_replicas, wait_timeout and wait_aof_local
+	// parameters (docs/operations.md); zero values wait for nothing.
+	RedisWaitReplicas int
+	RedisWaitTimeout  time.Duration
+	RedisWaitAOFLocal bool
 
 	// Logger receives the service's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -179,6 +193,7 @@ func (c Config) ValidateFrom(source func(setting string) string) error {
 	if scheme, _, ok := strings.Cut(c.Broker, ":"); !ok || scheme == "" {
 		bad("broker", "%q: want a storage URL such as file:./htq-data or redis://127.0.0.1:6379/0", base.RedactURL(c.Broker))
 	}
+	errs = append(errs, c.validateRedisWait()...)
 	if c.Token != "" {
 		if problem := checkToken(c.Token); problem != "" {
 			bad("token", "%s (or leave it unset: the first start then generates one, stores it with the data and prints it once)", problem)
@@ -263,6 +278,74 @@ func (e *SettingError) Error() string {
 		name = e.Source
 	}
 	return name + ": " + e.Problem
+}
+
+// redisWaitParams maps the redis-wait-* settings to the storage URL
+// parameters they become.
+var redisWaitParams = []struct{ setting, param string }{
+	{"redis-wait-replicas", "wait_replicas"},
+	{"redis-wait-timeout", "wait_timeout"},
+	{"redis-wait-aof-local", "wait_aof_local"},
+}
+
+// validateRedisWait checks the redis-wait-* settings against each other
+// and against the broker URL.
+func (c Config) validateRedisWait() []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(format, args...))
+	}
+	if c.RedisWaitReplicas < 0 {
+		bad("redis-wait-replicas %d is negative", c.RedisWaitReplicas)
+	}
+	if c.RedisWaitTimeout < 0 || (c.RedisWaitTimeout > 0 && c.RedisWaitTimeout < time.Millisecond) {
+		bad("redis-wait-timeout %v is not a duration of at least 1ms", c.RedisWaitTimeout)
+	}
+	if c.RedisWaitTimeout > 0 && c.RedisWaitReplicas <= 0 && !c.RedisWaitAOFLocal {
+		bad("redis-wait-timeout does nothing without redis-wait-replicas >= 1 or redis-wait-aof-local")
+	}
+	if c.RedisWaitReplicas == 0 && c.RedisWaitTimeout == 0 && !c.RedisWaitAOFLocal {
+		return errs
+	}
+	scheme, _, _ := strings.Cut(c.Broker, ":")
+	switch strings.ToLower(scheme) {
+	case "redis", "rediss", "redis-sentinel", "redis-cluster":
+	default:
+		bad("redis-wait-replicas, redis-wait-timeout and redis-wait-aof-local apply to a Redis broker (redis://, rediss://, redis-sentinel://, redis-cluster://), not %q", base.RedactURL(c.Broker))
+		return errs
+	}
+	if _, rawQuery, ok := strings.Cut(c.Broker, "?"); ok {
+		q, _ := url.ParseQuery(rawQuery) // the storage checks the URL itself
+		for _, p := range redisWaitParams {
+			if q.Has(p.param) {
+				bad("broker URL sets %s and a redis-wait-* setting is given too: set the wait in one place (%s or the URL's %s)", p.param, p.setting, p.param)
+			}
+		}
+	}
+	return errs
+}
+
+// brokerURL is Broker with the redis-wait-* settings added as the
+// storage URL's wait_* parameters.
+func (c Config) brokerURL() string {
+	var q []string
+	if c.RedisWaitReplicas > 0 {
+		q = append(q, "wait_replicas="+strconv.Itoa(c.RedisWaitReplicas))
+	}
+	if c.RedisWaitTimeout > 0 {
+		q = append(q, "wait_timeout="+c.RedisWaitTimeout.String())
+	}
+	if c.RedisWaitAOFLocal {
+		q = append(q, "wait_aof_local=true")
+	}
+	if len(q) == 0 {
+		return c.Broker
+	}
+	sep := "?"
+	if strings.Contains(c.Broker, "?") {
+		sep = "&"
+	}
+	return c.Broker + sep + strings.Join(q, "&")
 }
 
 // minTokenLen is the shortest token accepted from the configuration: a

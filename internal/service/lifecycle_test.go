@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/redistest"
 	"github.com/htqueue/htq/internal/service"
 	"github.com/htqueue/htq/webhook"
 )
@@ -202,6 +203,14 @@ func TestBadConfig(t *testing.T) {
 		{"concurrency", func(c *service.Config) { c.Concurrency = -1 }, []string{"concurrency"}},
 		{"write timeout", func(c *service.Config) { c.WriteTimeout = 10 * time.Second }, []string{"write-timeout"}},
 		{"two at once", func(c *service.Config) { c.Concurrency, c.TimeZone = -3, "Nowhere/Else" }, []string{"concurrency", "tz"}},
+		{"redis wait on the embedded store", func(c *service.Config) { c.RedisWaitReplicas = 1 }, []string{"redis-wait-replicas", "Redis broker"}},
+		{"negative redis wait", func(c *service.Config) { c.RedisWaitReplicas = -1 }, []string{"redis-wait-replicas", "negative"}},
+		{"redis wait timeout alone", func(c *service.Config) {
+			c.Broker, c.RedisWaitTimeout = "redis://127.0.0.1:1/0", time.Second
+		}, []string{"redis-wait-timeout does nothing"}},
+		{"redis wait twice", func(c *service.Config) {
+			c.Broker, c.RedisWaitReplicas = "redis://127.0.0.1:1/0?wait_replicas=1", 1
+		}, []string{"wait_replicas", "redis-wait-replicas"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -298,5 +307,35 @@ func TestShutdownEndsLongPoll(t *testing.T) {
 		t.Logf("the long poll ended with status %d", status)
 	case <-time.After(5 * time.Second):
 		t.Error("the long poll did not end")
+	}
+}
+
+// With redis-wait-replicas on a Redis that has no replica, a write
+// through the API answers 503 replication_timeout, and the write was
+// made all the same (a retry meets it).
+func TestRedisWaitSetting(t *testing.T) {
+	cfg := testConfig(t, redistest.URL(t))
+	cfg.RedisWaitReplicas, cfg.RedisWaitTimeout = 1, 50*time.Millisecond
+	svc := startService(t, cfg)
+	c := newClient(t, svc.URL(), testToken)
+	spec := map[string]any{"type": "t", "options": map[string]any{"task_id": "w1"}}
+	expect503 := func(what string) {
+		t.Helper()
+		status, body := c.call("POST", "/v1/queues/jobs/tasks", spec, nil)
+		if status != http.StatusServiceUnavailable || !strings.Contains(string(body), `"replication_timeout"`) ||
+			!strings.Contains(string(body), "written on the primary") {
+			t.Fatalf("%s with no replica: %d %s; want 503 replication_timeout saying the write was made", what, status, body)
+		}
+	}
+	// The first enqueue into a new queue stops at the queue's record,
+	// which was written; the second one writes the task.
+	expect503("first enqueue (queue record)")
+	c.must(http.StatusOK, "GET", "/v1/queues/jobs", nil, nil)
+	expect503("second enqueue (task)")
+	if tv, found := c.task("jobs", "w1"); !found || tv.State != "pending" {
+		t.Fatalf("task w1 after replication_timeout: %+v, found %v; want pending", tv, found)
+	}
+	if status, body := c.call("POST", "/v1/queues/jobs/tasks", spec, nil); status != http.StatusConflict || !strings.Contains(string(body), "task_id_conflict") {
+		t.Errorf("third enqueue: %d %s; want 409 task_id_conflict", status, body)
 	}
 }

@@ -9,6 +9,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -33,9 +34,10 @@ type Storage struct {
 var schemes = []string{"file", "mem", "redis", "rediss", "redis-sentinel", "redis-cluster"}
 
 // Open connects to the storage named by rawURL (see htq.Open for the
-// forms). An unknown scheme gives an error wrapping base.ErrUnknownScheme
-// that lists the schemes Open knows.
-func Open(ctx context.Context, rawURL string) (*Storage, error) {
+// forms); logger receives the storage's own log lines. An unknown scheme
+// gives an error wrapping base.ErrUnknownScheme that lists the schemes
+// Open knows.
+func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Storage, error) {
 	scheme, _, ok := strings.Cut(rawURL, ":")
 	if !ok || scheme == "" {
 		return nil, fmt.Errorf("htq: open %q: %w: no scheme; use one of %s", base.RedactURL(rawURL), base.ErrUnknownScheme, strings.Join(schemes, ", "))
@@ -46,19 +48,19 @@ func Open(ctx context.Context, rawURL string) (*Storage, error) {
 		if path == "" {
 			return nil, fmt.Errorf("htq: open %q: %w: file: needs a directory path, e.g. file:./htq-data", rawURL, base.ErrInvalidArgument)
 		}
-		b, err := embedded.Open(ctx, path, embedded.Options{})
+		b, err := embedded.Open(ctx, path, embedded.Options{Logger: logger})
 		if err != nil {
 			return nil, fmt.Errorf("htq: open %s: %w", rawURL, err)
 		}
 		return New(b, rawURL), nil
 	case "mem":
-		b, err := embedded.OpenMemory(embedded.Options{})
+		b, err := embedded.OpenMemory(embedded.Options{Logger: logger})
 		if err != nil {
 			return nil, fmt.Errorf("htq: open %s: %w", rawURL, err)
 		}
 		return New(b, rawURL), nil
 	case "redis", "rediss", "redis-sentinel", "redis-cluster":
-		b, err := rdb.Open(ctx, rawURL, rdb.Options{})
+		b, err := rdb.Open(ctx, rawURL, rdb.Options{Logger: logger})
 		if err != nil {
 			return nil, fmt.Errorf("htq: open %s: %w", base.RedactURL(rawURL), err)
 		}

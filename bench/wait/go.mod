@@ -1,0 +1,16 @@
+module github.com/htqueue/htq/bench/wait
+
+go 1.26.0
+
+require github.com/htqueue/htq v0.0.0-00010101000000-000000000000
+
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/jonboulle/clockwork v0.5.0 // indirect
+	github.com/redis/rueidis v1.0.79 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
+	go.etcd.io/bbolt v1.5.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+replace github.com/htqueue/htq => ../..
