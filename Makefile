@@ -2,7 +2,7 @@
 #
 #   make test    install what the tests need (redis-server) and run every test with -race
 #   make example run the example worker + client against Redis (REDIS_URL, default a local redis-server)
-#   make serve   run htq serve on :5999 with the embedded store in ./htq-data (ARGS="--broker redis://…" for more)
+#   make serve   run htq serve on :5999 with the embedded store in ./htq-data (ARGS="--storage redis://…" for more)
 #   make bench-serve  measure htq serve (HTTP enqueue, batches, URL dispatch) against Redis and the embedded store
 #   make min-go  build, vet and test (-short) with the oldest Go go.mod allows (the toolchain comes from the Go proxy)
 

@@ -183,7 +183,7 @@ func withService(c config, concurrency int, fn func(*service) error) error {
 		return err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	args := []string{"serve", "--addr", addr, "--broker", broker, "--token", token,
+	args := []string{"serve", "--addr", addr, "--storage", broker, "--token", token,
 		"--allow-targets", "127.0.0.0/8", "--log-level", "warn"}
 	if concurrency > 0 {
 		args = append(args, "--concurrency", strconv.Itoa(concurrency))

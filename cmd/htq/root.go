@@ -97,6 +97,9 @@ func serve(ctx context.Context, o *serveOptions, stdout, stderr io.Writer) error
 		ctx = context.Background()
 	}
 	o.cfg.Logger = o.newLogger(stderr)
+	for _, w := range o.warnings {
+		o.cfg.Logger.Warn(w)
+	}
 	// Packages that log through the default logger (the embedded store at
 	// open) write in the same format and at the same level.
 	slog.SetDefault(o.cfg.Logger)

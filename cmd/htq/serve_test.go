@@ -98,7 +98,7 @@ func freeAddr(t *testing.T) string {
 func startBinary(t *testing.T, broker string, extra ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
-	args := append([]string{"serve", "--addr", addr, "--broker", broker, "--allow-targets", "127.0.0.0/8",
+	args := append([]string{"serve", "--addr", addr, "--storage", broker, "--allow-targets", "127.0.0.0/8",
 		"--log-level", "warn", "--shutdown-timeout", "5s"}, extra...)
 	p := &proc{cmd: exec.Command(htqBin, args...), base: "http://" + addr,
 		stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
@@ -328,7 +328,7 @@ func TestBinaryBadConfigFile(t *testing.T) {
 	os.WriteFile(path, []byte("addr = \"127.0.0.1:0\"\nconcurrncy = 4\n"), 0o600)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, htqBin, "serve", "--config", path, "--broker", "mem:")
+	cmd := exec.CommandContext(ctx, htqBin, "serve", "--config", path, "--storage", "mem:")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()

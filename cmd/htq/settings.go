@@ -25,12 +25,18 @@ type setting struct {
 	flag  string // --flag
 	env   string // HTQ_…
 	key   string // key in the TOML file
+	// old names the setting's former flag, variable and key, still read
+	// (after the current ones) with a warning.
+	old *oldNames
 	kind  kind
 	def   string // default, in the flag's text form
 	usage string
 	// apply stores the parsed value in the options being built.
 	apply func(o *serveOptions, v value) error
 }
+
+// oldNames are the names a setting had before it was renamed.
+type oldNames struct{ flag, env, key string }
 
 // kind is the type of a setting's value.
 type kind string
@@ -55,6 +61,8 @@ type serveOptions struct {
 	cfg       service.Config
 	logLevel  slog.Level
 	logFormat string
+	// warnings are logged once the logger exists (deprecated names used).
+	warnings []string
 }
 
 func (v value) int() (int, error) {
@@ -96,9 +104,10 @@ var settings = []setting{
 	{flag: "addr", env: "HTQ_ADDR", key: "addr", kind: kindString, def: service.DefaultAddr,
 		usage: "TCP address the HTTP API listens on",
 		apply: func(o *serveOptions, v value) error { o.cfg.Addr = v.text; return nil }},
-	{flag: "broker", env: "HTQ_BROKER", key: "broker", kind: kindString, def: service.DefaultBroker,
+	{flag: "storage", env: "HTQ_STORAGE", key: "storage", kind: kindString, def: service.DefaultStorage,
+		old:   &oldNames{flag: "broker", env: "HTQ_BROKER", key: "broker"},
 		usage: "storage URL: file:DIR (embedded, one process), redis://host:port/db, rediss://, redis-sentinel://, redis-cluster://",
-		apply: func(o *serveOptions, v value) error { o.cfg.Broker = v.text; return nil }},
+		apply: func(o *serveOptions, v value) error { o.cfg.Storage = v.text; return nil }},
 	{flag: "redis-wait-replicas", env: "HTQ_REDIS_WAIT_REPLICAS", key: "redis_wait_replicas", kind: kindInt, def: "0",
 		usage: "Redis broker: replicas that must have received each enqueue and task outcome before it succeeds (WAIT; 0: none)",
 		apply: func(o *serveOptions, v value) (err error) {
@@ -225,6 +234,10 @@ func addSettingFlags(fs *pflag.FlagSet) {
 		if s.kind == kindBool {
 			fs.Lookup(s.flag).NoOptDefVal = "true" // --flag alone means true
 		}
+		if s.old != nil {
+			fs.Var(&settingValue{text: s.def, kind: s.kind}, s.old.flag, usage)
+			_ = fs.MarkDeprecated(s.old.flag, "use --"+s.flag) // the flag was just defined
+		}
 	}
 }
 
@@ -242,10 +255,21 @@ func parseFileSettings(path string, data []byte) (map[string]value, error) {
 	// The file is decoded into a struct with one toml.Primitive field per
 	// setting, so every key that is not a setting stays undecoded and
 	// MetaData.Undecoded names it; each setting's value is decoded after.
-	fields := make([]reflect.StructField, len(settings))
-	for i, s := range settings {
+	type fileKey struct {
+		s   setting
+		key string
+	}
+	var keys []fileKey
+	for _, s := range settings {
+		keys = append(keys, fileKey{s, s.key})
+		if s.old != nil {
+			keys = append(keys, fileKey{s, s.old.key})
+		}
+	}
+	fields := make([]reflect.StructField, len(keys))
+	for i, k := range keys {
 		fields[i] = reflect.StructField{Name: "F" + strconv.Itoa(i), Type: reflect.TypeFor[toml.Primitive](),
-			Tag: reflect.StructTag(`toml:"` + s.key + `"`)}
+			Tag: reflect.StructTag(`toml:"` + k.key + `"`)}
 	}
 	dst := reflect.New(reflect.StructOf(fields))
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(dst.Interface())
@@ -253,19 +277,19 @@ func parseFileSettings(path string, data []byte) (map[string]value, error) {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	out := make(map[string]value)
-	for i, s := range settings {
-		if !md.IsDefined(s.key) {
+	for i, k := range keys {
+		if !md.IsDefined(k.key) {
 			continue
 		}
 		var v any
 		if err := md.PrimitiveDecode(dst.Elem().Field(i).Interface().(toml.Primitive), &v); err != nil {
-			return nil, fmt.Errorf("config file %s: key %s: %w", path, s.key, err)
+			return nil, fmt.Errorf("config file %s: key %s: %w", path, k.key, err)
 		}
-		text, err := fileText(s, v)
+		text, err := fileText(k.s, v)
 		if err != nil {
-			return nil, fmt.Errorf("config file %s: key %s: %w", path, s.key, err)
+			return nil, fmt.Errorf("config file %s: key %s: %w", path, k.key, err)
 		}
-		out[s.key] = value{text: text, source: fmt.Sprintf("config file %s, key %s", path, s.key)}
+		out[k.key] = value{text: text, source: fmt.Sprintf("config file %s, key %s", path, k.key)}
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, len(und))
@@ -348,12 +372,35 @@ func resolve(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*serveOp
 	for _, s := range settings {
 		var v value
 		var set bool
-		if f := fs.Lookup(s.flag); f != nil && f.Changed {
-			v, set = value{text: f.Value.String(), source: "--" + s.flag}, true
-		} else if e, ok := lookupEnv(s.env); ok && e != "" {
-			v, set = value{text: e, source: s.env}, true
-		} else if fv, ok := file[s.key]; ok {
-			v, set = fv, true
+		names := []oldNames{{s.flag, s.env, s.key}}
+		if s.old != nil {
+			names = append(names, *s.old)
+		}
+	lookup:
+		for _, n := range names { // flags, then environment, then file; current names first
+			if f := fs.Lookup(n.flag); f != nil && f.Changed {
+				v, set = value{text: f.Value.String(), source: "--" + n.flag}, true
+				break lookup
+			}
+		}
+		for _, n := range names {
+			if set {
+				break
+			}
+			if e, ok := lookupEnv(n.env); ok && e != "" {
+				v, set = value{text: e, source: n.env}, true
+			}
+		}
+		for _, n := range names {
+			if set {
+				break
+			}
+			if fv, ok := file[n.key]; ok {
+				v, set = fv, true
+			}
+		}
+		if set && s.old != nil && (v.source == "--"+s.old.flag || v.source == s.old.env || strings.HasSuffix(v.source, "key "+s.old.key)) {
+			o.warnings = append(o.warnings, fmt.Sprintf("%s is deprecated: use --%s, %s or the file key %s", v.source, s.flag, s.env, s.key))
 		}
 		if !set {
 			if s.def == "" {

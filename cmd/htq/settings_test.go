@@ -46,7 +46,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := o.cfg
-	if c.Addr != ":5999" || c.Broker != "file:./htq-data" || c.Concurrency != 100 || c.TimeZone != "Local" ||
+	if c.Addr != ":5999" || c.Storage != "file:./htq-data" || c.Concurrency != 100 || c.TimeZone != "Local" ||
 		c.Token != "" || c.AllowTargets != nil || c.DispatchTimeout != 30*time.Second || o.logFormat != "text" {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -56,7 +56,7 @@ func TestDefaults(t *testing.T) {
 func TestPrecedence(t *testing.T) {
 	file := writeFile(t, `
 addr = "127.0.0.1:7001"
-broker = "redis://127.0.0.1:6379/3"
+storage = "redis://127.0.0.1:6379/3"
 concurrency = 7
 allow_targets = ["10.0.0.0/8", "localhost"]
 tz = "Europe/Paris"
@@ -65,7 +65,7 @@ log_level = "debug"
 `)
 	env := map[string]string{
 		"HTQ_CONFIG":      file,
-		"HTQ_BROKER":      "redis://127.0.0.1:6379/4",
+		"HTQ_STORAGE":     "redis://127.0.0.1:6379/4",
 		"HTQ_CONCURRENCY": "8",
 		"HTQ_TZ":          "UTC",
 	}
@@ -76,7 +76,7 @@ log_level = "debug"
 	c := o.cfg
 	for name, pair := range map[string][2]any{
 		"addr (file)":              {c.Addr, "127.0.0.1:7001"},
-		"broker (env over file)":   {c.Broker, "redis://127.0.0.1:6379/4"},
+		"storage (env over file)":  {c.Storage, "redis://127.0.0.1:6379/4"},
 		"concurrency (flag)":       {c.Concurrency, 9},
 		"tz (env over file)":       {c.TimeZone, "UTC"},
 		"shutdown_timeout (file)":  {c.ShutdownTimeout, 3 * time.Second},
@@ -165,7 +165,7 @@ func TestInvalidSettingsNameTheirSource(t *testing.T) {
 		{"token", "short"},
 		{"htq-app-key", "key-without-token"},
 		{"write-timeout", "10s"},
-		{"broker", "nowhere"},
+		{"storage", "nowhere"},
 		{"addr", "localhost"},
 		{"concurrency", "lots"},
 	} {
@@ -205,7 +205,7 @@ func TestInvalidSettingsNameTheirSource(t *testing.T) {
 // The redis-wait-* settings from a flag, the environment and the file,
 // the bool one included.
 func TestRedisWaitSettings(t *testing.T) {
-	file := writeFile(t, "redis_wait_replicas = 2\nredis_wait_timeout = \"250ms\"\nredis_wait_aof_local = true\n")
+	file := writeFile(t, "storage = \"redis://127.0.0.1:6379/0\"\nredis_wait_replicas = 2\nredis_wait_timeout = \"250ms\"\nredis_wait_aof_local = true\n")
 	o, err := parse(t, []string{"--config", file}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestRedisWaitSettings(t *testing.T) {
 	if c := o.cfg; c.RedisWaitReplicas != 2 || c.RedisWaitTimeout != 250*time.Millisecond || !c.RedisWaitAOFLocal {
 		t.Errorf("from the file: %d, %v, %v", c.RedisWaitReplicas, c.RedisWaitTimeout, c.RedisWaitAOFLocal)
 	}
-	o, err = parse(t, []string{"--redis-wait-aof-local", "--redis-wait-timeout", "2s"}, map[string]string{"HTQ_REDIS_WAIT_REPLICAS": "1"})
+	o, err = parse(t, []string{"--redis-wait-aof-local", "--redis-wait-timeout", "2s"}, map[string]string{"HTQ_REDIS_WAIT_REPLICAS": "1", "HTQ_STORAGE": "redis://127.0.0.1:6379/0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("bad value: code %d (%s)", code, errOut.String())
 	}
 	errOut.Reset()
-	if code := run([]string{"serve", "--tz", "Nowhere/Else", "--broker", "mem:", "--addr", "127.0.0.1:0"}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "tz") {
+	if code := run([]string{"serve", "--tz", "Nowhere/Else", "--storage", "mem:", "--addr", "127.0.0.1:0"}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "tz") {
 		t.Errorf("bad tz: code %d (%s)", code, errOut.String())
 	}
 }
@@ -274,12 +274,40 @@ func TestExitCodes(t *testing.T) {
 func TestErrorPrefixedOnce(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--concurrency", "x"},
-		{"serve", "--token", "short", "--broker", "mem:", "--addr", "127.0.0.1:0"},
+		{"serve", "--token", "short", "--storage", "mem:", "--addr", "127.0.0.1:0"},
 	} {
 		var out, errOut bytes.Buffer
 		run(args, &out, &errOut)
 		if msg := errOut.String(); !strings.HasPrefix(msg, "htq: ") || strings.Contains(msg, "htq: htq:") {
 			t.Errorf("%v printed %q", args, msg)
 		}
+	}
+}
+
+// The storage setting's former names (--broker, HTQ_BROKER, the file key
+// broker) still work, after the current ones, with a warning each.
+func TestOldStorageNames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"flag", []string{"--broker", "mem:"}, nil, "--broker is deprecated"},
+		{"environment", nil, map[string]string{"HTQ_BROKER": "mem:"}, "HTQ_BROKER is deprecated"},
+		{"file", []string{"--config", writeFile(t, "broker = \"mem:\"\n")}, nil, "key broker is deprecated"},
+	} {
+		o, err := parse(t, tc.args, tc.env)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if o.cfg.Storage != "mem:" || len(o.warnings) != 1 || !strings.Contains(o.warnings[0], tc.want) {
+			t.Errorf("%s: storage %q, warnings %q", tc.name, o.cfg.Storage, o.warnings)
+		}
+	}
+	// The current name wins over the old one in the same layer.
+	o, err := parse(t, []string{"--broker", "mem:", "--storage", "file:x"}, nil)
+	if err != nil || o.cfg.Storage != "file:x" || len(o.warnings) != 0 {
+		t.Errorf("both flags: %q %q %v", o.cfg.Storage, o.warnings, err)
 	}
 }

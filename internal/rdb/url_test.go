@@ -197,7 +197,7 @@ func TestRedactURLHidesWhatParseURLReads(t *testing.T) {
 		"redis-sentinel://:m@ster@s1,s2?master=m&sentinel_password=s@nt",
 		"redis-cluster://:c/l@n1:7000,n2",
 	} {
-		co, err := ParseURL(raw)
+		co, _, err := ParseURL(raw)
 		if err != nil {
 			t.Fatalf("ParseURL(%q): %v", raw, err)
 		}

@@ -24,9 +24,9 @@ type Config struct {
 	// Addr is the TCP address the HTTP API listens on (default ":5999").
 	// Port 0 picks a free port; Service.Addr tells which.
 	Addr string
-	// Broker is the storage URL given to htq.Open (default
+	// Storage is the storage URL given to htq.Open (default
 	// "file:./htq-data", the embedded store in ./htq-data).
-	Broker string
+	Storage string
 
 	// Token is the API token every /v1 call presents as
 	// "Authorization: Bearer <token>". Empty: the token stored with the
@@ -106,7 +106,7 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultAddr                   = ":5999"
-	DefaultBroker                 = "file:./htq-data"
+	DefaultStorage                = "file:./htq-data"
 	DefaultTimeZone               = "Local"
 	DefaultConcurrency            = 100
 	DefaultDispatchTimeout        = dispatch.DefaultTimeout
@@ -141,7 +141,7 @@ func (c Config) WithDefaults() Config {
 		}
 	}
 	str(&c.Addr, DefaultAddr)
-	str(&c.Broker, DefaultBroker)
+	str(&c.Storage, DefaultStorage)
 	str(&c.TimeZone, DefaultTimeZone)
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
@@ -190,8 +190,8 @@ func (c Config) ValidateFrom(source func(setting string) string) error {
 	} else if _, err := net.LookupPort("tcp", port); err != nil {
 		bad("addr", "%q: bad port: %v", c.Addr, err)
 	}
-	if scheme, _, ok := strings.Cut(c.Broker, ":"); !ok || scheme == "" {
-		bad("broker", "%q: want a storage URL such as file:./htq-data or redis://127.0.0.1:6379/0", base.RedactURL(c.Broker))
+	if scheme, _, ok := strings.Cut(c.Storage, ":"); !ok || scheme == "" {
+		bad("storage", "%q: want a storage URL such as file:./htq-data or redis://127.0.0.1:6379/0", base.RedactURL(c.Storage))
 	}
 	errs = append(errs, c.validateRedisWait()...)
 	if c.Token != "" {
@@ -307,27 +307,27 @@ func (c Config) validateRedisWait() []error {
 	if c.RedisWaitReplicas == 0 && c.RedisWaitTimeout == 0 && !c.RedisWaitAOFLocal {
 		return errs
 	}
-	scheme, _, _ := strings.Cut(c.Broker, ":")
+	scheme, _, _ := strings.Cut(c.Storage, ":")
 	switch strings.ToLower(scheme) {
 	case "redis", "rediss", "redis-sentinel", "redis-cluster":
 	default:
-		bad("redis-wait-replicas, redis-wait-timeout and redis-wait-aof-local apply to a Redis broker (redis://, rediss://, redis-sentinel://, redis-cluster://), not %q", base.RedactURL(c.Broker))
+		bad("redis-wait-replicas, redis-wait-timeout and redis-wait-aof-local apply to Redis storage (redis://, rediss://, redis-sentinel://, redis-cluster://), not %q", base.RedactURL(c.Storage))
 		return errs
 	}
-	if _, rawQuery, ok := strings.Cut(c.Broker, "?"); ok {
+	if _, rawQuery, ok := strings.Cut(c.Storage, "?"); ok {
 		q, _ := url.ParseQuery(rawQuery) // the storage checks the URL itself
 		for _, p := range redisWaitParams {
 			if q.Has(p.param) {
-				bad("broker URL sets %s and a redis-wait-* setting is given too: set the wait in one place (%s or the URL's %s)", p.param, p.setting, p.param)
+				bad("storage URL sets %s and a redis-wait-* setting is given too: set the wait in one place (%s or the URL's %s)", p.param, p.setting, p.param)
 			}
 		}
 	}
 	return errs
 }
 
-// brokerURL is Broker with the redis-wait-* settings added as the
+// storageURL is Storage with the redis-wait-* settings added as the
 // storage URL's wait_* parameters.
-func (c Config) brokerURL() string {
+func (c Config) storageURL() string {
 	var q []string
 	if c.RedisWaitReplicas > 0 {
 		q = append(q, "wait_replicas="+strconv.Itoa(c.RedisWaitReplicas))
@@ -339,13 +339,13 @@ func (c Config) brokerURL() string {
 		q = append(q, "wait_aof_local=true")
 	}
 	if len(q) == 0 {
-		return c.Broker
+		return c.Storage
 	}
 	sep := "?"
-	if strings.Contains(c.Broker, "?") {
+	if strings.Contains(c.Storage, "?") {
 		sep = "&"
 	}
-	return c.Broker + sep + strings.Join(q, "&")
+	return c.Storage + sep + strings.Join(q, "&")
 }
 
 // minTokenLen is the shortest token accepted from the configuration: a

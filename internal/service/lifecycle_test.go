@@ -193,7 +193,7 @@ func TestBadConfig(t *testing.T) {
 	}{
 		{"addr", func(c *service.Config) { c.Addr = "localhost" }, []string{"addr"}},
 		{"port", func(c *service.Config) { c.Addr = ":99999" }, []string{"addr"}},
-		{"broker", func(c *service.Config) { c.Broker = "nowhere" }, []string{"broker"}},
+		{"storage", func(c *service.Config) { c.Storage = "nowhere" }, []string{"storage"}},
 		{"short token", func(c *service.Config) { c.Token = "abc" }, []string{"token", "16"}},
 		{"app key without token", func(c *service.Config) { c.HTQAppKey = "k" }, []string{"htq-app-key", "htq-app-token"}},
 		{"bad secret", func(c *service.Config) { c.SigningSecrets = []string{"whsec_notbase64!"} }, []string{"signing-secrets"}},
@@ -206,10 +206,10 @@ func TestBadConfig(t *testing.T) {
 		{"redis wait on the embedded store", func(c *service.Config) { c.RedisWaitReplicas = 1 }, []string{"redis-wait-replicas", "Redis broker"}},
 		{"negative redis wait", func(c *service.Config) { c.RedisWaitReplicas = -1 }, []string{"redis-wait-replicas", "negative"}},
 		{"redis wait timeout alone", func(c *service.Config) {
-			c.Broker, c.RedisWaitTimeout = "redis://127.0.0.1:1/0", time.Second
+			c.Storage, c.RedisWaitTimeout = "redis://127.0.0.1:1/0", time.Second
 		}, []string{"redis-wait-timeout does nothing"}},
 		{"redis wait twice", func(c *service.Config) {
-			c.Broker, c.RedisWaitReplicas = "redis://127.0.0.1:1/0?wait_replicas=1", 1
+			c.Storage, c.RedisWaitReplicas = "redis://127.0.0.1:1/0?wait_replicas=1", 1
 		}, []string{"wait_replicas", "redis-wait-replicas"}},
 	}
 	for _, tc := range cases {

@@ -107,7 +107,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	cleanups = append(cleanups, func() { _ = s.listener.Close() })
 
-	s.storage, err = htq.OpenWithOptions(ctx, cfg.brokerURL(), htq.OpenOptions{Logger: cfg.Logger})
+	s.storage, err = htq.OpenWithOptions(ctx, cfg.storageURL(), htq.OpenOptions{Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("service: open storage: %w", err)
 	}
