@@ -22,12 +22,12 @@ import (
 // the single list of them; docs/configuration.md mirrors it (a test checks
 // that every setting is documented).
 type setting struct {
-	flag  string // --flag
-	env   string // HTQ_…
-	key   string // key in the TOML file
+	flag string // --flag
+	env  string // HTQ_…
+	key  string // key in the TOML file
 	// old names the setting's former flag, variable and key, still read
 	// (after the current ones) with a warning.
-	old *oldNames
+	old   *oldNames
 	kind  kind
 	def   string // default, in the flag's text form
 	usage string
@@ -109,7 +109,7 @@ var settings = []setting{
 		usage: "storage URL: file:DIR (embedded, one process), redis://host:port/db, rediss://, redis-sentinel://, redis-cluster://",
 		apply: func(o *serveOptions, v value) error { o.cfg.Storage = v.text; return nil }},
 	{flag: "redis-wait-replicas", env: "HTQ_REDIS_WAIT_REPLICAS", key: "redis_wait_replicas", kind: kindInt, def: "0",
-		usage: "Redis broker: replicas that must have received each enqueue and task outcome before it succeeds (WAIT; 0: none)",
+		usage: "Redis storage: replicas that must have received each enqueue and task outcome before it succeeds (WAIT; 0: none)",
 		apply: func(o *serveOptions, v value) (err error) {
 			o.cfg.RedisWaitReplicas, err = v.int()
 			if err == nil && o.cfg.RedisWaitReplicas < 0 {
@@ -118,10 +118,10 @@ var settings = []setting{
 			return err
 		}},
 	{flag: "redis-wait-timeout", env: "HTQ_REDIS_WAIT_TIMEOUT", key: "redis_wait_timeout", kind: kindDuration,
-		usage: "Redis broker: how long a write waits for its replicas or fsync before it fails (default 1s)",
+		usage: "Redis storage: how long a write waits for its replicas or fsync before it fails (default 1s)",
 		apply: func(o *serveOptions, v value) (err error) { o.cfg.RedisWaitTimeout, err = positive(v); return err }},
 	{flag: "redis-wait-aof-local", env: "HTQ_REDIS_WAIT_AOF_LOCAL", key: "redis_wait_aof_local", kind: kindBool, def: "false",
-		usage: "Redis broker: each enqueue and task outcome waits until the primary fsynced it to its append-only file (WAITAOF, Redis 7.2+)",
+		usage: "Redis storage: each enqueue and task outcome waits until the primary fsynced it to its append-only file (WAITAOF, Redis 7.2+)",
 		apply: func(o *serveOptions, v value) (err error) { o.cfg.RedisWaitAOFLocal, err = v.bool(); return err }},
 	{flag: "token", env: "HTQ_TOKEN", key: "token", kind: kindString,
 		usage: "API token (Authorization: Bearer …); unset: generated on the first start and stored with the data",

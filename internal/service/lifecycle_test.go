@@ -203,7 +203,7 @@ func TestBadConfig(t *testing.T) {
 		{"concurrency", func(c *service.Config) { c.Concurrency = -1 }, []string{"concurrency"}},
 		{"write timeout", func(c *service.Config) { c.WriteTimeout = 10 * time.Second }, []string{"write-timeout"}},
 		{"two at once", func(c *service.Config) { c.Concurrency, c.TimeZone = -3, "Nowhere/Else" }, []string{"concurrency", "tz"}},
-		{"redis wait on the embedded store", func(c *service.Config) { c.RedisWaitReplicas = 1 }, []string{"redis-wait-replicas", "Redis broker"}},
+		{"redis wait on the embedded store", func(c *service.Config) { c.RedisWaitReplicas = 1 }, []string{"redis-wait-replicas", "Redis storage"}},
 		{"negative redis wait", func(c *service.Config) { c.RedisWaitReplicas = -1 }, []string{"redis-wait-replicas", "negative"}},
 		{"redis wait timeout alone", func(c *service.Config) {
 			c.Storage, c.RedisWaitTimeout = "redis://127.0.0.1:1/0", time.Second

@@ -61,7 +61,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 func testConfig(t testing.TB, broker string) service.Config {
 	return service.Config{
 		Addr:                   "127.0.0.1:0",
-		Storage:                 broker,
+		Storage:                broker,
 		Token:                  testToken,
 		SigningSecrets:         []string{testSecret},
 		AllowTargets:           []string{"127.0.0.0/8"},
