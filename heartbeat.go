@@ -15,6 +15,11 @@ import (
 // storage refuses to renew (the task was recovered or deleted meanwhile),
 // or one that runs out while the storage cannot be reached, is lost: the
 // task's handler ctx is cancelled and its outcome will not be written.
+//
+// While the storage cannot be reached, renewals are tried again soon
+// (backing off from heartbeatRetryMin to heartbeatRetryMax) instead of a
+// whole interval later, so that a lease is renewed as soon as the storage
+// answers again: an outage shorter than the lease loses no lease.
 type heartbeater struct {
 	b        broker.Broker
 	logger   *slog.Logger
@@ -32,10 +37,11 @@ func newHeartbeater(b broker.Broker, logger *slog.Logger, clock clockwork.Clock,
 }
 
 func (h *heartbeater) start(ctx context.Context) {
-	h.beat(ctx)
+	ok := h.beat(ctx)
 	h.life.start(func(quit <-chan struct{}) {
-		ticker := h.clock.NewTicker(h.interval)
-		defer ticker.Stop()
+		var retry time.Duration // the wait after a failed beat; 0 after a good one
+		timer := h.clock.NewTimer(h.next(ok, &retry))
+		defer timer.Stop()
 		for {
 			select {
 			case <-quit:
@@ -43,17 +49,39 @@ func (h *heartbeater) start(ctx context.Context) {
 				logCall(h.logger, "clear server state", h.b.ClearServerState(ctx, h.info.ID))
 				cancel()
 				return
-			case <-ticker.Chan():
-				h.beat(ctx)
+			case <-timer.Chan():
+				timer.Reset(h.next(h.beat(ctx), &retry))
 			}
 		}
 	})
 }
 
+// heartbeatRetryMin and heartbeatRetryMax bound the wait before a failed
+// beat is tried again; the cap is how long after the storage answers
+// again the leases are renewed at the latest.
+const (
+	heartbeatRetryMin = 100 * time.Millisecond
+	heartbeatRetryMax = 500 * time.Millisecond
+)
+
+// next returns the wait before the next beat: the interval after a beat
+// that reached the storage, else a backoff (doubling from
+// heartbeatRetryMin to heartbeatRetryMax, never more than the interval).
+func (h *heartbeater) next(ok bool, retry *time.Duration) time.Duration {
+	if ok {
+		*retry = 0
+		return h.interval
+	}
+	*retry = min(max(2**retry, heartbeatRetryMin), heartbeatRetryMax, h.interval)
+	return *retry
+}
+
 // shutdown stops the heartbeats and removes the presence record.
 func (h *heartbeater) shutdown() { h.life.stop() }
 
-func (h *heartbeater) beat(ctx context.Context) {
+// beat renews every lease and the presence record, and reports whether
+// the storage took them all.
+func (h *heartbeater) beat(ctx context.Context) bool {
 	running := h.proc.snapshot()
 	// One renewal call per queue and lease length (queues may set their own).
 	type group struct {
@@ -65,8 +93,9 @@ func (h *heartbeater) beat(ctx context.Context) {
 		g := group{at.lease.Msg.Queue, at.leaseDuration}
 		groups[g] = append(groups[g], at)
 	}
+	ok := true
 	for g, tasks := range groups {
-		h.renew(ctx, g.queue, g.lease, tasks)
+		ok = h.renew(ctx, g.queue, g.lease, tasks) && ok
 	}
 	info := *h.info
 	info.ActiveTasks = make([]base.ActiveTask, 0, len(running))
@@ -79,10 +108,15 @@ func (h *heartbeater) beat(ctx context.Context) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, h.interval)
 	defer cancel()
-	logCall(h.logger, "write server state", h.b.WriteServerState(wctx, &info, 3*h.interval))
+	err := h.b.WriteServerState(wctx, &info, 3*h.interval)
+	h.proc.watch.failed(err)
+	logCall(h.logger, "write server state", err)
+	return ok && err == nil
 }
 
-func (h *heartbeater) renew(ctx context.Context, q string, lease time.Duration, tasks []*activeTask) {
+// renew extends the leases of tasks of queue q and reports whether the
+// storage answered.
+func (h *heartbeater) renew(ctx context.Context, q string, lease time.Duration, tasks []*activeTask) bool {
 	refs := make([]broker.LeaseRef, len(tasks))
 	for i, at := range tasks {
 		refs[i] = at.lease.Ref()
@@ -102,7 +136,7 @@ func (h *heartbeater) renew(ctx context.Context, q string, lease time.Duration, 
 				at.loseLease()
 			}
 		}
-		return
+		return false
 	}
 	lostSet := make(map[string]bool, len(lost))
 	for _, id := range lost {
@@ -117,4 +151,5 @@ func (h *heartbeater) renew(ctx context.Context, q string, lease time.Duration, 
 		}
 		at.leaseUntil.Store(until)
 	}
+	return true
 }

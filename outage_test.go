@@ -109,3 +109,77 @@ func TestOutageShorterThanLeaseRerunsNothing(t *testing.T) {
 		})
 	}
 }
+
+// Tasks that run through an outage keep their leases: the heartbeater
+// renews them as soon as the storage answers again, so an outage of two
+// thirds of the lease, spanning two heartbeat intervals, cancels no
+// handler and re-runs nothing. (A heartbeater that waited a whole interval
+// after a failed beat renewed only at the lease's deadline, and lost it.)
+func TestLongTasksKeepLeasesThroughOutage(t *testing.T) {
+	rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	st, err := Open(fmt.Sprintf("redis://%s/0", rs.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	const n = 4
+	var (
+		mu      sync.Mutex
+		runs    = map[string]int{}
+		started = make(chan struct{}, n)
+	)
+	h := HandlerFunc(func(ctx context.Context, task *Task) error {
+		id, _ := GetTaskID(ctx)
+		mu.Lock()
+		runs[id]++
+		mu.Unlock()
+		started <- struct{}{}
+		select {
+		case <-time.After(12 * time.Second): // the work, twice the lease
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	})
+	client := NewClient(st)
+	var ids []string
+	for i := 0; i < n; i++ {
+		info, err := client.Enqueue(NewTask("long", nil), MaxRetry(0), Retention(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+	}
+	// Heartbeats come at the start and every 2 s after (a third of the
+	// lease): the outage begins just after the beat of 4 s and ends just
+	// after the beat of 8 s would have been, 2 s before the leases run out.
+	t0 := time.Now()
+	startServer(t, st, quietConfig(Config{Concurrency: n, LeaseDuration: 6 * time.Second, Queues: map[string]int{"default": 1}}), h)
+	for i := 0; i < n; i++ {
+		recv(t, started, 10*time.Second, "tasks to start")
+	}
+	time.Sleep(time.Until(t0.Add(4300 * time.Millisecond))) // to just after the beat of 4 s
+	if err := rs.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second) // the outage: two thirds of the lease
+	if err := rs.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	insp := NewInspector(st)
+	waitFor(t, 30*time.Second, "every task done", func() bool {
+		qi, err := insp.GetQueueInfo("default")
+		return err == nil && qi.Completed+qi.Archived+qi.Retry == n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		ti, err := insp.GetTaskInfo("default", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs[id] != 1 || ti.State != TaskStateCompleted || ti.Retried != 0 {
+			t.Errorf("task %s: ran %d times, %v, retried %d, %q", id, runs[id], ti.State, ti.Retried, ti.LastErr)
+		}
+	}
+}
