@@ -19,12 +19,7 @@ import (
 func TestOutageShorterThanLeaseRerunsNothing(t *testing.T) {
 	for _, how := range []string{"paused", "restarted"} {
 		t.Run(how, func(t *testing.T) {
-			rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
-			st, err := Open(fmt.Sprintf("redis://%s/0", rs.Addr))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
+			rs, st := durableRedis(t)
 
 			const n = 300
 			var (
@@ -116,12 +111,7 @@ func TestOutageShorterThanLeaseRerunsNothing(t *testing.T) {
 // handler and re-runs nothing. (A heartbeater that waited a whole interval
 // after a failed beat renewed only at the lease's deadline, and lost it.)
 func TestLongTasksKeepLeasesThroughOutage(t *testing.T) {
-	rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
-	st, err := Open(fmt.Sprintf("redis://%s/0", rs.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	rs, st := durableRedis(t)
 	const n = 4
 	var (
 		mu      sync.Mutex
@@ -182,4 +172,18 @@ func TestLongTasksKeepLeasesThroughOutage(t *testing.T) {
 			t.Errorf("task %s: ran %d times, %v, retried %d, %q", id, runs[id], ti.State, ti.Retried, ti.LastErr)
 		}
 	}
+}
+
+// durableRedis starts a private redis-server that fsyncs every write
+// (appendfsync always), so that a crash and restart loses nothing, and
+// opens it.
+func durableRedis(t *testing.T) (*redistest.Server, *Storage) {
+	t.Helper()
+	rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	st, err := Open(fmt.Sprintf("redis://%s/0", rs.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return rs, st
 }
