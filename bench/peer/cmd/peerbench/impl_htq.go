@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/htqueue/htq"
@@ -18,9 +20,16 @@ import (
 //
 //	task_check_interval=DURATION          Config.TaskCheckInterval
 //	delayed_task_check_interval=DURATION  Config.DelayedTaskCheckInterval
+//	cluster=true                          addr is a node of a Redis Cluster (redis-cluster://)
+//
+// -queue may name several queues, comma-separated: enqueues go to them in
+// turn and the workers serve them all with equal weight (the scale-out
+// scenario's "6 queues").
 type htqImpl struct {
 	url    string
 	queue  string
+	queues []string
+	next   atomic.Uint64 // the queue of the next enqueue, round robin
 	st     *htq.Storage
 	client *htq.Client
 	// rdb reads the pending count (LLEN of the queue's pending list, see
@@ -37,7 +46,12 @@ const htqTaskType = "bench:noop"
 
 func init() {
 	registerImpl("htq", func(addr, queue string, opts map[string]string) (Impl, error) {
-		return newHTQ(&htqImpl{url: "redis://" + addr + "/0", queue: queue}, addr, opts)
+		url := "redis://" + addr + "/0"
+		if opts["cluster"] == "true" {
+			url = "redis-cluster://" + addr
+		}
+		delete(opts, "cluster")
+		return newHTQ(&htqImpl{url: url, queue: queue}, addr, opts)
 	})
 	// htq on its embedded store (file:, a fresh temporary directory per
 	// run): the same scenarios, Redis unused.
@@ -51,6 +65,7 @@ func init() {
 }
 
 func newHTQ(h *htqImpl, addr string, opts map[string]string) (Impl, error) {
+	h.queues = strings.Split(h.queue, ",")
 	{
 		for k, v := range opts {
 			d, err := time.ParseDuration(v)
@@ -72,7 +87,7 @@ func newHTQ(h *htqImpl, addr string, opts map[string]string) (Impl, error) {
 		}
 		h.st = st
 		h.client = htq.NewClient(st)
-		if h.dir == "" {
+		if h.dir == "" && len(h.queues) == 1 && strings.HasPrefix(h.url, "redis://") {
 			h.rdb = redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
 		}
 		return h, nil
@@ -87,13 +102,18 @@ func (h *htqImpl) Name() string {
 }
 func (h *htqImpl) Version() string { return moduleVersion("github.com/htqueue/htq") }
 
+// pick returns the queue of the next enqueue (round robin).
+func (h *htqImpl) pick() string {
+	return h.queues[(h.next.Add(1)-1)%uint64(len(h.queues))]
+}
+
 func (h *htqImpl) Enqueue(ctx context.Context, payload []byte) error {
-	_, err := h.client.EnqueueContext(ctx, htq.NewTask(htqTaskType, payload), htq.Queue(h.queue))
+	_, err := h.client.EnqueueContext(ctx, htq.NewTask(htqTaskType, payload), htq.Queue(h.pick()))
 	return err
 }
 
 func (h *htqImpl) EnqueueIn(ctx context.Context, payload []byte, d time.Duration) error {
-	_, err := h.client.EnqueueContext(ctx, htq.NewTask(htqTaskType, payload), htq.Queue(h.queue), htq.ProcessIn(d))
+	_, err := h.client.EnqueueContext(ctx, htq.NewTask(htqTaskType, payload), htq.Queue(h.pick()), htq.ProcessIn(d))
 	return err
 }
 
@@ -104,7 +124,7 @@ func (h *htqImpl) EnqueueBatch(ctx context.Context, payloads [][]byte) error {
 	for i, p := range payloads {
 		tasks[i] = htq.NewTask(htqTaskType, p)
 	}
-	_, err := h.client.EnqueueBatch(ctx, tasks, htq.Queue(h.queue))
+	_, err := h.client.EnqueueBatch(ctx, tasks, htq.Queue(h.pick()))
 	return err
 }
 
@@ -119,7 +139,7 @@ func (h *htqImpl) StartWorkers(concurrency int, handler Handler) (func(), error)
 	}
 	srv := htq.NewServer(st, htq.Config{
 		Concurrency:              concurrency,
-		Queues:                   map[string]int{h.queue: 1},
+		Queues:                   h.weights(),
 		Logger:                   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		TaskCheckInterval:        h.taskCheck,    // 0 = default
 		DelayedTaskCheckInterval: h.delayedCheck, // 0 = default
@@ -139,13 +159,26 @@ func (h *htqImpl) StartWorkers(concurrency int, handler Handler) (func(), error)
 // Pending reports how many tasks of the benchmark queue wait to be processed.
 func (h *htqImpl) Pending(ctx context.Context) (int64, error) {
 	if h.rdb == nil {
-		qi, err := htq.NewInspector(h.st).GetQueueInfo(h.queue)
-		if err != nil {
-			return 0, err
+		var n int64
+		for _, q := range h.queues {
+			qi, err := htq.NewInspector(h.st).GetQueueInfo(q)
+			if err != nil {
+				return 0, err
+			}
+			n += int64(qi.Pending)
 		}
-		return int64(qi.Pending), nil
+		return n, nil
 	}
 	return h.rdb.LLen(ctx, "htq:{"+h.queue+"}:pending").Result()
+}
+
+// weights gives every benchmark queue weight 1.
+func (h *htqImpl) weights() map[string]int {
+	w := make(map[string]int, len(h.queues))
+	for _, q := range h.queues {
+		w[q] = 1
+	}
+	return w
 }
 
 func (h *htqImpl) Close() error {
