@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/htqueue/htq/internal/redistest"
+	"github.com/redis/rueidis"
 )
 
 // An outage of the storage shorter than the lease re-runs nothing: tasks
@@ -74,10 +75,7 @@ func TestOutageShorterThanLeaseRerunsNothing(t *testing.T) {
 			}
 			back := time.Now()
 			insp := NewInspector(st)
-			waitFor(t, 20*time.Second, "every task completed", func() bool {
-				qi, err := insp.GetQueueInfo("default")
-				return err == nil && qi.Completed == n
-			})
+			waitQueue(t, insp, 60*time.Second, func(qi *QueueInfo) bool { return qi.Completed == n })
 			mu.Lock()
 			defer mu.Unlock()
 			resumed := time.Duration(-1)
@@ -125,7 +123,7 @@ func TestLongTasksKeepLeasesThroughOutage(t *testing.T) {
 		mu.Unlock()
 		started <- struct{}{}
 		select {
-		case <-time.After(12 * time.Second): // the work, twice the lease
+		case <-time.After(14 * time.Second): // the work, more than twice the lease
 			return nil
 		case <-ctx.Done():
 			return context.Cause(ctx)
@@ -140,27 +138,34 @@ func TestLongTasksKeepLeasesThroughOutage(t *testing.T) {
 		}
 		ids = append(ids, info.ID)
 	}
-	// Heartbeats come at the start and every 2 s after (a third of the
-	// lease): the outage begins just after the beat of 4 s and ends just
-	// after the beat of 8 s would have been, 2 s before the leases run out.
-	t0 := time.Now()
 	startServer(t, st, quietConfig(Config{Concurrency: n, LeaseDuration: 6 * time.Second, Queues: map[string]int{"default": 1}}), h)
 	for i := 0; i < n; i++ {
 		recv(t, started, 10*time.Second, "tasks to start")
 	}
-	time.Sleep(time.Until(t0.Add(4300 * time.Millisecond))) // to just after the beat of 4 s
+	// Heartbeats come every 2 s (a third of the lease). Wait for one to
+	// renew the leases (a task's deadline in the active set moves), then
+	// cut Redis off for 4.5 s: past two heartbeat intervals, 1.5 s before
+	// the leases run out.
+	rc := rawRedis(t, rs.Addr)
+	deadline := func() float64 {
+		score, err := rc.Do(context.Background(), rc.B().Zscore().Key("htq:{default}:active").Member(ids[0]).Build()).AsFloat64()
+		if err != nil {
+			t.Fatalf("lease deadline of %s: %v", ids[0], err)
+		}
+		return score
+	}
+	first := deadline()
+	waitFor(t, 5*time.Second, "a lease renewal", func() bool { return deadline() != first })
+	rc.Close()
 	if err := rs.Crash(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * time.Second) // the outage: two thirds of the lease
+	time.Sleep(4500 * time.Millisecond) // the outage
 	if err := rs.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	insp := NewInspector(st)
-	waitFor(t, 30*time.Second, "every task done", func() bool {
-		qi, err := insp.GetQueueInfo("default")
-		return err == nil && qi.Completed+qi.Archived+qi.Retry == n
-	})
+	waitQueue(t, insp, 60*time.Second, func(qi *QueueInfo) bool { return qi.Completed+qi.Archived+qi.Retry == n })
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range ids {
@@ -186,4 +191,31 @@ func durableRedis(t *testing.T) (*redistest.Server, *Storage) {
 	}
 	t.Cleanup(func() { st.Close() })
 	return rs, st
+}
+
+// waitQueue polls the default queue until cond holds, and on a timeout
+// fails with what the queue holds.
+func waitQueue(t *testing.T, insp *Inspector, d time.Duration, cond func(*QueueInfo) bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		qi, err := insp.GetQueueInfo("default")
+		if err == nil && cond(qi) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v; queue: %+v (err %v)", d, qi, err)
+		}
+		time.Sleep(20 * time.Millisecond) // storage state has no event to wait on from outside
+	}
+}
+
+// rawRedis opens a plain client to a test Redis, to read htq's keys.
+func rawRedis(t *testing.T, addr string) rueidis.Client {
+	t.Helper()
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
 }
