@@ -48,6 +48,17 @@ type Variable struct {
 	IntervalS float64 `json:"interval_s"`
 }
 
+// UnmarshalJSON reads the variable object, or [] for an empty one,
+// refusing unknown fields.
+func (v *Variable) UnmarshalJSON(b []byte) error {
+	if IsEmptyArray(b) {
+		*v = Variable{}
+		return nil
+	}
+	type plain Variable
+	return decodeStrict("variable", b, (*plain)(v))
+}
+
 // BodyBytes returns the request body.
 func (t *URLTask) BodyBytes() ([]byte, error) {
 	if t.BodyBase64 != "" {
