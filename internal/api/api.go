@@ -82,6 +82,11 @@ type Options struct {
 	// SchedulesChanged, when set, is called after a schedule is created or
 	// deleted through this handler, so the service reloads them at once.
 	SchedulesChanged func()
+	// CompletedRetention is how long a task enqueued through the handler
+	// is kept after it completes, with its result, when neither the task
+	// nor its queue (completed_retention_s) says: htq serve's
+	// --completed-retention. 0: such tasks are not kept.
+	CompletedRetention time.Duration
 }
 
 // handler serves every route.
@@ -99,6 +104,7 @@ type store interface {
 	ExtendLeases(ctx context.Context, queue string, leases []broker.LeaseRef, d time.Duration) (lost []string, err error)
 	ExpiredLeases(ctx context.Context, queue string, limit int) ([]*broker.Lease, error)
 	WriteResult(ctx context.Context, l broker.LeaseRef, data []byte) error
+	DeleteExpiredCompleted(ctx context.Context, queue string, limit int) (int, error)
 	Forward(ctx context.Context, queue string, limit int) (broker.ForwardResult, error)
 	GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskInfo, error)
 	Subscribe(ctx context.Context) (<-chan broker.Event, error)
@@ -127,6 +133,9 @@ func New(opts Options) (http.Handler, error) {
 	}
 	if opts.Token == "" {
 		return nil, errors.New("api: Options.Token is empty; every /v1 call needs a token")
+	}
+	if opts.CompletedRetention < 0 {
+		return nil, fmt.Errorf("api: Options.CompletedRetention %v is negative", opts.CompletedRetention)
 	}
 	if opts.MaxBodyBytes < 0 {
 		return nil, fmt.Errorf("api: Options.MaxBodyBytes %d is negative", opts.MaxBodyBytes)
@@ -166,7 +175,8 @@ func New(opts Options) (http.Handler, error) {
 		metrics: opts.Metrics,
 		token:   []byte(opts.Token),
 	}
-	h.reg = model.NewRegistry(h.queues, h.inspector, opts.CheckTarget, h.logger)
+	h.reg = model.NewRegistry(h.queues, h.inspector, opts.CheckTarget,
+		model.Defaults{CompletedRetention: opts.CompletedRetention}, h.logger)
 	h.upkeep = newUpkeep(b, h.logger)
 	h.hub = newHub(opts.Context, b, h.logger)
 	h.hub.onSched = h.upkeep.scheduled

@@ -175,11 +175,12 @@ func (w *waiter) signal() {
 	}
 }
 
-// upkeep forwards the due scheduled and retry tasks, and recovers the
-// tasks of vanished workers, of the queues pull workers fetch from: no Go
-// Server may be running for them. Each queue is looked at when a fetch
-// names it, no more often than its next due time (as the storage reports
-// it) or an event asks, and every recoverEvery for expired leases.
+// upkeep forwards the due scheduled and retry tasks, recovers the tasks
+// of vanished workers and deletes the completed tasks whose retention ran
+// out, of the queues pull workers fetch from: no Go Server may be running
+// for them. Each queue is looked at when a fetch names it, no more often
+// than its next due time (as the storage reports it) or an event asks,
+// and every recoverEvery for expired leases and expired completed tasks.
 type upkeep struct {
 	b      store
 	logger *slog.Logger
@@ -199,7 +200,7 @@ const (
 	// it is fetched from (covers lost events).
 	forwardFallback = 5 * time.Second
 	// recoverEvery is how often a fetched queue is checked for expired
-	// leases.
+	// leases and completed tasks past their retention.
 	recoverEvery = time.Second
 	upkeepBatch  = 1000
 )
@@ -242,6 +243,7 @@ func (u *upkeep) run(ctx context.Context, queue string, retryDelay func(n int, m
 	if !now.Before(s.nextRecover) {
 		s.nextRecover = now.Add(recoverEvery)
 		u.recover(ctx, queue, retryDelay)
+		u.sweep(ctx, queue)
 	}
 	if !now.Before(s.nextForward) {
 		s.nextForward = now.Add(forwardFallback)
@@ -262,6 +264,21 @@ func earliest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// sweep deletes the completed tasks of queue whose retention ran out, as
+// a Go Server's janitor does, a batch at a time.
+func (u *upkeep) sweep(ctx context.Context, queue string) {
+	for ctx.Err() == nil {
+		n, err := u.b.DeleteExpiredCompleted(ctx, queue, upkeepBatch)
+		if err != nil {
+			u.logger.Warn("delete expired completed tasks failed", "queue", queue, "err", err)
+			return
+		}
+		if n < upkeepBatch {
+			return
+		}
+	}
 }
 
 // recover sends the active tasks of queue whose lease ran out to retry, or

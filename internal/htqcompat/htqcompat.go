@@ -557,8 +557,8 @@ func hasHeader(h map[string]string, name string) bool {
 // sets what the native API sets on a queue (HTQ had none of them; an HTQ
 // client that sends none gets HTQ's behaviour): max_concurrency,
 // rate_limit, rate_burst, lease_ms, max_attempts, min_backoff_ms,
-// max_backoff_ms, dispatch_timeout_ms and retry_4xx. A malformed value is an
-// error, never ignored.
+// max_backoff_ms, dispatch_timeout_ms, completed_retention_s and retry_4xx.
+// A malformed value is an error, never ignored.
 func htqQueueExtensions(f url.Values) (*model.QueueChange, error) {
 	req := &model.QueueChange{}
 	ints := []struct {
@@ -586,6 +586,13 @@ func htqQueueExtensions(f url.Values) (*model.QueueChange, error) {
 			}
 			*it.dst = &n
 		}
+	}
+	if v := f.Get("completed_retention_s"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < model.KeepNoCompleted {
+			return nil, fmt.Errorf("%w: completed_retention_s %q: want a whole number of seconds, or -1 to keep no completed task", base.ErrInvalidArgument, v)
+		}
+		req.CompletedRetentionS = &n
 	}
 	if v := f.Get("rate_limit"); v != "" {
 		x, err := strconv.ParseFloat(v, 64)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/dispatch"
+	"github.com/htqueue/htq/internal/model"
 )
 
 // Config configures a Service. The zero value of every field means its
@@ -60,6 +61,12 @@ type Config struct {
 	// MaxBodyBytes bounds an API request's body; larger ones get 413
 	// (default 4 MiB).
 	MaxBodyBytes int64
+	// CompletedRetention is how long a task enqueued through the API is
+	// kept after it completes, with its result (a URL task's answer, the
+	// result a pull worker acked), when neither the task (its retention
+	// option) nor its queue (completed_retention_s) says (default 24 h).
+	// Negative: such tasks are deleted as they complete.
+	CompletedRetention time.Duration
 
 	// ShutdownTimeout is how long Shutdown waits for running dispatches
 	// before it sends them back to pending (default 10 s).
@@ -97,6 +104,7 @@ const (
 	DefaultConcurrency            = 100
 	DefaultDispatchTimeout        = dispatch.DefaultTimeout
 	DefaultMaxBodyBytes           = 4 << 20
+	DefaultCompletedRetention     = 24 * time.Hour
 	DefaultShutdownTimeout        = 10 * time.Second
 	DefaultQueueRefreshInterval   = 5 * time.Second
 	DefaultScheduleReloadInterval = 5 * time.Second
@@ -136,6 +144,7 @@ func (c Config) WithDefaults() Config {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	dur(&c.DispatchTimeout, DefaultDispatchTimeout)
+	dur(&c.CompletedRetention, DefaultCompletedRetention)
 	dur(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	dur(&c.QueueRefreshInterval, DefaultQueueRefreshInterval)
 	dur(&c.ScheduleReloadInterval, DefaultScheduleReloadInterval)
@@ -203,6 +212,9 @@ func (c Config) Validate() error {
 	}
 	if c.DispatchTimeout < 0 || c.DispatchTimeout > dispatch.DefaultMaxTimeout {
 		bad("dispatch-timeout %v is out of range (0, %v]", c.DispatchTimeout, dispatch.DefaultMaxTimeout)
+	}
+	if c.CompletedRetention > model.MaxCompletedRetention {
+		bad("completed-retention %v is longer than %v", c.CompletedRetention, model.MaxCompletedRetention)
 	}
 	for name, d := range map[string]time.Duration{
 		"shutdown-timeout":         c.ShutdownTimeout,

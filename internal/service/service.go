@@ -157,6 +157,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		CheckTarget:      func(_ context.Context, u *url.URL) error { return s.disp.Guard().CheckURL(u) },
 		SchedulesChanged: s.sched.reload,
 		Metrics:          obs,
+		// Negative keeps none: the API's 0.
+		CompletedRetention: max(cfg.CompletedRetention, 0),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: API: %w", err)
