@@ -87,6 +87,10 @@ type Options struct {
 	// nor its queue (completed_retention_s) says: htq serve's
 	// --completed-retention. 0: such tasks are not kept.
 	CompletedRetention time.Duration
+	// DispatchTimeout is the request timeout of a URL task when neither
+	// the task nor its queue sets one (htq serve's --dispatch-timeout),
+	// shown as the task's timeout_ms. 0: model.DefaultDispatchTimeout.
+	DispatchTimeout time.Duration
 }
 
 // handler serves every route.
@@ -176,7 +180,7 @@ func New(opts Options) (http.Handler, error) {
 		token:   []byte(opts.Token),
 	}
 	h.reg = model.NewRegistry(h.queues, h.inspector, opts.CheckTarget,
-		model.Defaults{CompletedRetention: opts.CompletedRetention}, h.logger)
+		model.Defaults{CompletedRetention: opts.CompletedRetention, DispatchTimeout: opts.DispatchTimeout}, h.logger)
 	h.upkeep = newUpkeep(b, h.logger)
 	h.hub = newHub(opts.Context, b, h.logger)
 	h.hub.onSched = h.upkeep.scheduled

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -220,6 +221,27 @@ func newTaskJSON(info *htq.TaskInfo) *taskJSON {
 	return t
 }
 
+// taskView is a task as the API shows it: newTaskJSON, with a URL task's
+// timeout_ms the timeout that bounds its next attempt (its request
+// timeout from the task, its queue or the service; shorter when the task's
+// own timeout option is).
+func (h *handler) taskView(ctx context.Context, info *htq.TaskInfo) *taskJSON {
+	t := newTaskJSON(info)
+	if info.Type != model.TypeURL {
+		return t
+	}
+	ut, err := model.DecodeURLTask(info.Payload)
+	if err != nil {
+		return t
+	}
+	q, err := h.queues.Get(ctx, info.Queue)
+	if err != nil {
+		q = nil // no record (any more): the service's default applies
+	}
+	t.TimeoutMS = ut.AttemptTimeout(info.Timeout, q, h.reg.Defaults()).Milliseconds()
+	return t
+}
+
 // getTask: GET /v1/queues/{queue}/tasks/{id}.
 func (h *handler) getTask(w http.ResponseWriter, r *http.Request) {
 	info, err := h.inspector.GetTaskInfo(r.PathValue("queue"), r.PathValue("id"))
@@ -227,7 +249,7 @@ func (h *handler) getTask(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newTaskJSON(info))
+	writeJSON(w, http.StatusOK, h.taskView(r.Context(), info))
 }
 
 // MaxPageSize bounds page_size in listings.
@@ -297,7 +319,7 @@ func (h *handler) listTasks(w http.ResponseWriter, r *http.Request) {
 	}
 	out := taskList{Tasks: make([]*taskJSON, len(infos)), Page: page, PageSize: size}
 	for i, info := range infos {
-		out.Tasks[i] = newTaskJSON(info)
+		out.Tasks[i] = h.taskView(r.Context(), info)
 	}
 	if len(infos) == size {
 		out.NextPage = page + 1

@@ -88,7 +88,9 @@ const (
 	// failed URL task is tried again (exponential between them).
 	DefaultMinBackoff = time.Second
 	DefaultMaxBackoff = time.Hour
-	// DefaultDispatchTimeout bounds one request of a URL task.
+	// DefaultDispatchTimeout bounds one request of a URL task when
+	// neither the task, its queue nor htq serve's --dispatch-timeout
+	// says (see URLTask.RequestTimeout).
 	DefaultDispatchTimeout = 30 * time.Second
 )
 
@@ -101,8 +103,10 @@ const (
 	MaxAttemptsLimit = 10000
 	// MaxBackoffLimit bounds MaxBackoffMS.
 	MaxBackoffLimit = 30 * 24 * time.Hour
-	// MaxDispatchTimeout bounds DispatchTimeoutMS.
-	MaxDispatchTimeout = 24 * time.Hour
+	// MaxDispatchTimeout bounds a URL task's timeout_ms and a queue's
+	// DispatchTimeoutMS; htq serve gives it to its dispatcher as the
+	// longest request it makes.
+	MaxDispatchTimeout = 30 * time.Minute
 	// MaxCompletedRetention bounds CompletedRetentionS and htq serve's
 	// --completed-retention.
 	MaxCompletedRetention = 366 * 24 * time.Hour
@@ -119,6 +123,9 @@ type Defaults struct {
 	// CompletedRetention is how long a completed task is kept, with its
 	// result, when neither the task nor its queue says (0: not kept).
 	CompletedRetention time.Duration
+	// DispatchTimeout bounds one request of a URL task when neither the
+	// task nor its queue says (0: DefaultDispatchTimeout).
+	DispatchTimeout time.Duration
 }
 
 // Queue is one queue's record. Durations are whole seconds (_s) or
@@ -141,7 +148,7 @@ type Queue struct {
 	MinBackoffMS int64 `json:"min_backoff_ms,omitempty"`
 	MaxBackoffMS int64 `json:"max_backoff_ms,omitempty"`
 	// DispatchTimeoutMS bounds one request of a URL task that sets no
-	// timeout of its own.
+	// timeout of its own (0: htq serve's, Defaults.DispatchTimeout).
 	DispatchTimeoutMS int64 `json:"dispatch_timeout_ms,omitempty"`
 	// Retry4xx retries a URL task whose target answered a 4xx other than
 	// 429 (by default such a task is archived at once).
@@ -180,9 +187,6 @@ func (q *Queue) WithDefaults() *Queue {
 		}
 		if q.MaxBackoffMS == 0 {
 			q.MaxBackoffMS = max(DefaultMaxBackoff.Milliseconds(), q.MinBackoffMS)
-		}
-		if q.DispatchTimeoutMS == 0 {
-			q.DispatchTimeoutMS = DefaultDispatchTimeout.Milliseconds()
 		}
 	}
 	return q
@@ -235,7 +239,8 @@ func (q *Queue) Validate() error {
 }
 
 // MinBackoff, MaxBackoff and DispatchTimeout return the policies as
-// durations (zero when unset).
+// durations (zero when unset: see URLTask.RequestTimeout for the timeout
+// that applies).
 func (q *Queue) MinBackoff() time.Duration { return time.Duration(q.MinBackoffMS) * time.Millisecond }
 
 // MaxBackoff is the longest delay before a retry.

@@ -210,8 +210,8 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		bad("max-body-bytes %d is negative", c.MaxBodyBytes)
 	}
-	if c.DispatchTimeout < 0 || c.DispatchTimeout > dispatch.DefaultMaxTimeout {
-		bad("dispatch-timeout %v is out of range (0, %v]", c.DispatchTimeout, dispatch.DefaultMaxTimeout)
+	if c.DispatchTimeout < 0 || c.DispatchTimeout > model.MaxDispatchTimeout {
+		bad("dispatch-timeout %v is out of range (0, %v]", c.DispatchTimeout, model.MaxDispatchTimeout)
 	}
 	if c.CompletedRetention > model.MaxCompletedRetention {
 		bad("completed-retention %v is longer than %v", c.CompletedRetention, model.MaxCompletedRetention)

@@ -47,7 +47,9 @@ type urlHandler struct {
 	client  *htq.Client
 	metrics *metrics.Metrics
 	logger  *slog.Logger
-	timeout time.Duration // a task's request timeout when neither it nor its queue sets one
+	// defaults holds the request timeout of a task when neither it nor
+	// its queue sets one (--dispatch-timeout).
+	defaults model.Defaults
 }
 
 // retryError asks the URL worker's RetryDelayFunc for a retry after delay
@@ -187,14 +189,7 @@ func (x *urlHandler) request(id, queue string, retried int, q *model.Queue, p *m
 		return req, fmt.Errorf("task %s: %w", id, err)
 	}
 	req.Body = body
-	switch {
-	case p.TimeoutMS > 0:
-		req.Timeout = time.Duration(p.TimeoutMS) * time.Millisecond
-	case q.DispatchTimeout() > 0:
-		req.Timeout = q.DispatchTimeout()
-	default:
-		req.Timeout = x.timeout
-	}
+	req.Timeout = p.RequestTimeout(q, x.defaults)
 	return req, nil
 }
 
