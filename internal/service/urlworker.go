@@ -94,19 +94,30 @@ func backoff(n int, lo, hi time.Duration) time.Duration {
 }
 
 // logFailure is the URL worker's ErrorHandler: a failed attempt that will
-// be retried is logged at debug level, one that archives the task (a
-// permanent failure, or the last retry) as a warning.
+// be retried is logged at info level with the target's status (when it
+// answered) and when the next attempt is due; one that archives the task
+// (a permanent failure, or the last retry) as a warning.
 func (x *urlHandler) logFailure(ctx context.Context, t *htq.Task, err error) {
 	id, _ := htq.GetTaskID(ctx)
 	queue, _ := htq.GetQueueName(ctx)
 	retried, _ := htq.GetRetryCount(ctx)
 	maxRetry, _ := htq.GetMaxRetry(ctx)
+	attrs := []any{"queue", queue, "id", id, "retried", retried}
+	var se *dispatch.StatusError
+	if errors.As(err, &se) {
+		attrs = append(attrs, "status", se.Status)
+	}
 	// Every error is a failure: the URL worker's Server leaves IsFailure unset.
 	if attempt.Archives(retried, maxRetry, errors.Is(err, htq.SkipRetry), true) {
-		x.logger.Warn("URL task archived", "queue", queue, "id", id, "retried", retried, "err", err)
+		x.logger.Warn("URL task archived", append(attrs, "err", err)...)
 		return
 	}
-	x.logger.Debug("URL task will be retried", "queue", queue, "id", id, "retried", retried, "err", err)
+	var re *retryError
+	if errors.As(err, &re) {
+		// The URL worker's RetryDelayFunc (retryDelay) takes this delay.
+		attrs = append(attrs, "next_attempt", time.Now().Add(re.delay).UTC().Format(time.RFC3339Nano), "retry_in", re.delay)
+	}
+	x.logger.Info("URL task attempt failed; it will be retried", append(attrs, "err", err)...)
 }
 
 // permanent archives the task at once.
