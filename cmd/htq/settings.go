@@ -169,6 +169,20 @@ var settings = []setting{
 	{flag: "idle-timeout", env: "HTQ_IDLE_TIMEOUT", key: "idle_timeout", kind: kindDuration, def: service.DefaultIdleTimeout.String(),
 		usage: "HTTP server: how long an idle keep-alive connection is kept",
 		apply: func(o *serveOptions, v value) (err error) { o.cfg.IdleTimeout, err = positive(v); return err }},
+	{flag: "metrics-auth", env: "HTQ_METRICS_AUTH", key: "metrics_auth", kind: kindString, def: "auto",
+		usage: "whether GET /metrics needs the API token: true, false, or auto (needed unless --addr is a loopback address)",
+		apply: func(o *serveOptions, v value) error {
+			switch s := strings.TrimSpace(v.text); s {
+			case "auto":
+				o.cfg.MetricsAuth = nil
+			case "true", "false":
+				b := s == "true"
+				o.cfg.MetricsAuth = &b
+			default:
+				return fmt.Errorf("%s: %q is not true, false or auto", v.source, v.text)
+			}
+			return nil
+		}},
 	{flag: "log-level", env: "HTQ_LOG_LEVEL", key: "log_level", kind: kindString, def: "info",
 		usage: "debug, info, warn or error",
 		apply: func(o *serveOptions, v value) error {

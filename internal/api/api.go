@@ -56,10 +56,15 @@ type Options struct {
 	// serves. Nil: a registry of the handler's own, with the Go runtime
 	// and process collectors.
 	Registry *prometheus.Registry
-	// Metrics receives the dispatcher's observations and is served on
-	// /metrics. Nil: the handler makes its own (only the queue gauges and
-	// counters are then filled).
+	// Metrics receives the dispatcher's observations and the handler's own
+	// (requests by route and status class, pull workers' leases), and is
+	// served on /metrics. Nil: the handler makes its own (the dispatch
+	// histograms then stay empty).
 	Metrics *metrics.Metrics
+	// MetricsAuth makes GET /metrics ask for the bearer token as /v1
+	// does: its queue metrics name every queue. htq serve sets it unless
+	// it listens on loopback only (--metrics-auth).
+	MetricsAuth bool
 	// Ready reports whether the service can take work (/readyz). Nil:
 	// the storage answers a ping within 2 s.
 	Ready func(ctx context.Context) error
@@ -181,7 +186,7 @@ func New(opts Options) (http.Handler, error) {
 	}
 	h.reg = model.NewRegistry(h.queues, h.inspector, opts.CheckTarget,
 		model.Defaults{CompletedRetention: opts.CompletedRetention, DispatchTimeout: opts.DispatchTimeout}, h.logger)
-	h.upkeep = newUpkeep(b, h.logger)
+	h.upkeep = newUpkeep(b, h.metrics, h.logger)
 	h.hub = newHub(opts.Context, b, h.logger)
 	h.hub.onSched = h.upkeep.scheduled
 	h.hub.start()
@@ -192,9 +197,44 @@ func New(opts Options) (http.Handler, error) {
 	return h, nil
 }
 
-// ServeHTTP serves one request.
+// ServeHTTP serves one request and counts it by route (the pattern the
+// router matched, which it leaves in r.Pattern) and status class.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.mux.ServeHTTP(w, r)
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	h.mux.ServeHTTP(sw, r)
+	h.metrics.ObserveRequest(r.Pattern, sw.status(), time.Since(start))
+}
+
+// statusWriter remembers the status of the answer it carries.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// status is the answer's status (200 when the handler wrote nothing).
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
 }
 
 // routes lists every route. Native routes pass through auth; the HTQ
@@ -247,7 +287,11 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 
 	mux.HandleFunc("GET /healthz", h.healthz)
 	mux.HandleFunc("GET /readyz", h.readyz)
-	mux.Handle("GET /metrics", metricsHandler(reg))
+	if h.opts.MetricsAuth {
+		mux.Handle("GET /metrics", h.auth(metricsHandler(reg).ServeHTTP))
+	} else {
+		mux.Handle("GET /metrics", metricsHandler(reg))
+	}
 	return mux
 }
 

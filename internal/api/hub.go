@@ -8,6 +8,7 @@ import (
 
 	"github.com/htqueue/htq/internal/attempt"
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/metrics"
 )
 
 // A hub holds the handler's one storage subscription and wakes the
@@ -182,8 +183,9 @@ func (w *waiter) signal() {
 // than its next due time (as the storage reports it) or an event asks,
 // and every recoverEvery for expired leases and expired completed tasks.
 type upkeep struct {
-	b      store
-	logger *slog.Logger
+	b       store
+	metrics *metrics.Metrics
+	logger  *slog.Logger
 
 	mu     sync.Mutex
 	queues map[string]*queueUpkeep
@@ -205,8 +207,8 @@ const (
 	upkeepBatch  = 1000
 )
 
-func newUpkeep(b store, logger *slog.Logger) *upkeep {
-	return &upkeep{b: b, logger: logger, queues: make(map[string]*queueUpkeep)}
+func newUpkeep(b store, m *metrics.Metrics, logger *slog.Logger) *upkeep {
+	return &upkeep{b: b, metrics: m, logger: logger, queues: make(map[string]*queueUpkeep)}
 }
 
 func (u *upkeep) get(q string) *queueUpkeep {
@@ -300,6 +302,7 @@ func (u *upkeep) recover(ctx context.Context, queue string, retryDelay func(n in
 			u.logger.Debug("recover task", "queue", queue, "id", msg.ID, "err", err)
 			continue
 		}
+		u.metrics.LeaseLost(queue, metrics.LeaseExpired)
 		u.logger.Info("recovered the task of a vanished pull worker", "queue", queue, "id", msg.ID, "retried", msg.Retried)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -23,6 +24,10 @@ type Config struct {
 	// Addr is the TCP address the HTTP API listens on (default ":5999").
 	// Port 0 picks a free port; Service.Addr tells which.
 	Addr string
+	// MetricsAuth says whether GET /metrics asks for the API token as /v1
+	// does (its metrics name every queue). Nil: it does unless Addr
+	// listens on loopback only (127.0.0.0/8, ::1 or localhost).
+	MetricsAuth *bool
 	// Broker is the storage URL given to htq.Open (default
 	// "file:./htq-data", the embedded store in ./htq-data).
 	Broker string
@@ -236,6 +241,24 @@ func (c Config) Validate() error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+}
+
+// metricsAuth reports whether /metrics asks for the token: as MetricsAuth
+// says, else unless Addr's host is a loopback address or localhost (an
+// empty host, 0.0.0.0 or :: listen on every interface).
+func (c Config) metricsAuth() bool {
+	if c.MetricsAuth != nil {
+		return *c.MetricsAuth
+	}
+	host, _, err := net.SplitHostPort(c.WithDefaults().Addr)
+	if err != nil {
+		return true
+	}
+	if strings.EqualFold(host, "localhost") {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err != nil || !ip.IsLoopback()
 }
 
 // minTokenLen is the shortest token accepted from the configuration: a

@@ -161,6 +161,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		// Negative keeps none: the API's 0.
 		CompletedRetention: max(cfg.CompletedRetention, 0),
 		DispatchTimeout:    cfg.DispatchTimeout,
+		MetricsAuth:        cfg.metricsAuth(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: API: %w", err)
@@ -200,7 +201,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	go s.serve()
 	close(s.ready)
 	s.logger.Info("htq serve started", "addr", s.Addr(), "storage", s.storage.String(),
-		"concurrency", cfg.Concurrency, "tz", loc.String())
+		"concurrency", cfg.Concurrency, "tz", loc.String(), "metrics_auth", cfg.metricsAuth())
 	return s, nil
 }
 
