@@ -46,7 +46,7 @@ type leasedTask struct {
 	ID            string          `json:"id"`
 	Queue         string          `json:"queue"`
 	Type          string          `json:"type"`
-	Payload       json.RawMessage `json:"payload,omitempty"`
+	Payload       json.RawMessage `json:"payload"` // see payloadJSON
 	PayloadBase64 string          `json:"payload_base64,omitempty"`
 	Retried       int             `json:"retried"`
 	MaxRetry      int             `json:"max_retry"`
@@ -208,11 +208,7 @@ func newLeasedTask(l *broker.Lease) leasedTask {
 	m := l.Msg
 	t := leasedTask{ID: m.ID, Queue: m.Queue, Type: m.Type, Retried: m.Retried, MaxRetry: m.MaxRetry,
 		TimeoutMS: m.Timeout.Milliseconds(), Deadline: timePtr(m.Deadline), Token: l.Token, LeaseDeadline: l.Deadline.UTC()}
-	if raw, ok := rawJSON(m.Payload); ok {
-		t.Payload = raw
-	} else if len(m.Payload) > 0 {
-		t.PayloadBase64 = base64.StdEncoding.EncodeToString(m.Payload)
-	}
+	t.Payload, t.PayloadBase64 = payloadJSON(m.Payload)
 	return t
 }
 

@@ -171,7 +171,7 @@ type taskJSON struct {
 	Queue         string          `json:"queue"`
 	Type          string          `json:"type"`
 	State         string          `json:"state"`
-	Payload       json.RawMessage `json:"payload,omitempty"`
+	Payload       json.RawMessage `json:"payload"` // see payloadJSON
 	PayloadBase64 string          `json:"payload_base64,omitempty"`
 	MaxRetry      int             `json:"max_retry"`
 	Retried       int             `json:"retried"`
@@ -186,6 +186,19 @@ type taskJSON struct {
 	CompletedAt   *time.Time      `json:"completed_at,omitempty"`
 	Result        json.RawMessage `json:"result,omitempty"`
 	ResultBase64  string          `json:"result_base64,omitempty"`
+}
+
+// payloadJSON is how a task's payload is shown: as JSON when it is valid
+// JSON, else as base64 with payload null. payload is always present (null
+// for an empty payload), so that a worker can read it without checking.
+func payloadJSON(payload []byte) (json.RawMessage, string) {
+	if raw, ok := rawJSON(payload); ok {
+		return raw, ""
+	}
+	if len(payload) > 0 {
+		return nil, base64.StdEncoding.EncodeToString(payload)
+	}
+	return nil, ""
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -208,11 +221,7 @@ func newTaskJSON(info *htq.TaskInfo) *taskJSON {
 	if info.Type == model.TypeURL {
 		payload = model.WithoutProcessAt(payload)
 	}
-	if raw, ok := rawJSON(payload); ok {
-		t.Payload = raw
-	} else if len(payload) > 0 {
-		t.PayloadBase64 = base64.StdEncoding.EncodeToString(payload)
-	}
+	t.Payload, t.PayloadBase64 = payloadJSON(payload)
 	if raw, ok := rawJSON(info.Result); ok {
 		t.Result = raw
 	} else if len(info.Result) > 0 {
