@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -24,10 +23,6 @@ type Config struct {
 	// Addr is the TCP address the HTTP API listens on (default ":5999").
 	// Port 0 picks a free port; Service.Addr tells which.
 	Addr string
-	// MetricsAuth says whether GET /metrics asks for the API token as /v1
-	// does (its metrics name every queue). Nil: it does unless Addr
-	// listens on loopback only (127.0.0.0/8, ::1 or localhost).
-	MetricsAuth *bool
 	// Broker is the storage URL given to htq.Open (default
 	// "file:./htq-data", the embedded store in ./htq-data).
 	Broker string
@@ -72,6 +67,10 @@ type Config struct {
 	// option) nor its queue (completed_retention_s) says (default 24 h).
 	// Negative: such tasks are deleted as they complete.
 	CompletedRetention time.Duration
+	// MetricsAuth says whether GET /metrics asks for the API token as /v1
+	// does (its metrics name every queue). Nil: it does unless Addr
+	// listens on loopback only (127.0.0.0/8, ::1 or localhost).
+	MetricsAuth *bool
 
 	// ShutdownTimeout is how long Shutdown waits for running dispatches
 	// before it sends them back to pending (default 10 s).
@@ -257,8 +256,8 @@ func (c Config) metricsAuth() bool {
 	if strings.EqualFold(host, "localhost") {
 		return false
 	}
-	ip, err := netip.ParseAddr(host)
-	return err != nil || !ip.IsLoopback()
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
 }
 
 // minTokenLen is the shortest token accepted from the configuration: a
