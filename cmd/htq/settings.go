@@ -153,6 +153,21 @@ var settings = []setting{
 	{flag: "dispatch-timeout", env: "HTQ_DISPATCH_TIMEOUT", key: "dispatch_timeout", kind: kindDuration, def: service.DefaultDispatchTimeout.String(),
 		usage: "request timeout of a URL task whose task and queue set none",
 		apply: func(o *serveOptions, v value) (err error) { o.cfg.DispatchTimeout, err = positive(v); return err }},
+	{flag: "completed-retention", env: "HTQ_COMPLETED_RETENTION", key: "completed_retention", kind: kindDuration, def: service.DefaultCompletedRetention.String(),
+		usage: "how long a completed task is kept with its result when neither it nor its queue says (0: not kept)",
+		apply: func(o *serveOptions, v value) error {
+			d, err := v.duration()
+			switch {
+			case err != nil:
+				return err
+			case d < 0:
+				return fmt.Errorf("%s: %v is negative (0 keeps no completed task)", v.source, d)
+			case d == 0:
+				d = -1 // the service's "keep none"; its 0 is the default
+			}
+			o.cfg.CompletedRetention = d
+			return nil
+		}},
 	{flag: "max-body-bytes", env: "HTQ_MAX_BODY_BYTES", key: "max_body_bytes", kind: kindInt, def: strconv.Itoa(service.DefaultMaxBodyBytes),
 		usage: "largest API request body in bytes (larger: 413)",
 		apply: func(o *serveOptions, v value) error {
@@ -187,6 +202,20 @@ var settings = []setting{
 	{flag: "idle-timeout", env: "HTQ_IDLE_TIMEOUT", key: "idle_timeout", kind: kindDuration, def: service.DefaultIdleTimeout.String(),
 		usage: "HTTP server: how long an idle keep-alive connection is kept",
 		apply: func(o *serveOptions, v value) (err error) { o.cfg.IdleTimeout, err = positive(v); return err }},
+	{flag: "metrics-auth", env: "HTQ_METRICS_AUTH", key: "metrics_auth", kind: kindString, def: "auto",
+		usage: "whether GET /metrics needs the API token: true, false, or auto (needed unless --addr is a loopback address)",
+		apply: func(o *serveOptions, v value) error {
+			switch s := strings.TrimSpace(v.text); s {
+			case "auto":
+				o.cfg.MetricsAuth = nil
+			case "true", "false":
+				b := s == "true"
+				o.cfg.MetricsAuth = &b
+			default:
+				return fmt.Errorf("%s: %q is not true, false or auto", v.source, v.text)
+			}
+			return nil
+		}},
 	{flag: "log-level", env: "HTQ_LOG_LEVEL", key: "log_level", kind: kindString, def: "info",
 		usage: "debug, info, warn or error",
 		apply: func(o *serveOptions, v value) error {

@@ -56,10 +56,15 @@ type Options struct {
 	// serves. Nil: a registry of the handler's own, with the Go runtime
 	// and process collectors.
 	Registry *prometheus.Registry
-	// Metrics receives the dispatcher's observations and is served on
-	// /metrics. Nil: the handler makes its own (only the queue gauges and
-	// counters are then filled).
+	// Metrics receives the dispatcher's observations and the handler's own
+	// (requests by route and status class, pull workers' leases), and is
+	// served on /metrics. Nil: the handler makes its own (the dispatch
+	// histograms then stay empty).
 	Metrics *metrics.Metrics
+	// MetricsAuth makes GET /metrics ask for the bearer token as /v1
+	// does: its queue metrics name every queue. htq serve sets it unless
+	// it listens on loopback only (--metrics-auth).
+	MetricsAuth bool
 	// Ready reports whether the service can take work (/readyz). Nil:
 	// the storage answers a ping within 2 s.
 	Ready func(ctx context.Context) error
@@ -82,6 +87,15 @@ type Options struct {
 	// SchedulesChanged, when set, is called after a schedule is created or
 	// deleted through this handler, so the service reloads them at once.
 	SchedulesChanged func()
+	// CompletedRetention is how long a task enqueued through the handler
+	// is kept after it completes, with its result, when neither the task
+	// nor its queue (completed_retention_s) says: htq serve's
+	// --completed-retention. 0: such tasks are not kept.
+	CompletedRetention time.Duration
+	// DispatchTimeout is the request timeout of a URL task when neither
+	// the task nor its queue sets one (htq serve's --dispatch-timeout),
+	// shown as the task's timeout_ms. 0: model.DefaultDispatchTimeout.
+	DispatchTimeout time.Duration
 }
 
 // handler serves every route.
@@ -99,6 +113,7 @@ type store interface {
 	ExtendLeases(ctx context.Context, queue string, leases []broker.LeaseRef, d time.Duration) (lost []string, err error)
 	ExpiredLeases(ctx context.Context, queue string, limit int) ([]*broker.Lease, error)
 	WriteResult(ctx context.Context, l broker.LeaseRef, data []byte) error
+	DeleteExpiredCompleted(ctx context.Context, queue string, limit int) (int, error)
 	Forward(ctx context.Context, queue string, limit int) (broker.ForwardResult, error)
 	GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskInfo, error)
 	Subscribe(ctx context.Context) (<-chan broker.Event, error)
@@ -127,6 +142,9 @@ func New(opts Options) (http.Handler, error) {
 	}
 	if opts.Token == "" {
 		return nil, errors.New("api: Options.Token is empty; every /v1 call needs a token")
+	}
+	if opts.CompletedRetention < 0 {
+		return nil, fmt.Errorf("api: Options.CompletedRetention %v is negative", opts.CompletedRetention)
 	}
 	if opts.MaxBodyBytes < 0 {
 		return nil, fmt.Errorf("api: Options.MaxBodyBytes %d is negative", opts.MaxBodyBytes)
@@ -166,8 +184,9 @@ func New(opts Options) (http.Handler, error) {
 		metrics: opts.Metrics,
 		token:   []byte(opts.Token),
 	}
-	h.reg = model.NewRegistry(h.queues, h.inspector, opts.CheckTarget, h.logger)
-	h.upkeep = newUpkeep(b, h.logger)
+	h.reg = model.NewRegistry(h.queues, h.inspector, opts.CheckTarget,
+		model.Defaults{CompletedRetention: opts.CompletedRetention, DispatchTimeout: opts.DispatchTimeout}, h.logger)
+	h.upkeep = newUpkeep(b, h.metrics, h.logger)
 	h.hub = newHub(opts.Context, b, h.logger)
 	h.hub.onSched = h.upkeep.scheduled
 	h.hub.start()
@@ -178,9 +197,44 @@ func New(opts Options) (http.Handler, error) {
 	return h, nil
 }
 
-// ServeHTTP serves one request.
+// ServeHTTP serves one request and counts it by route (the pattern the
+// router matched, which it leaves in r.Pattern) and status class.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.mux.ServeHTTP(w, r)
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	h.mux.ServeHTTP(sw, r)
+	h.metrics.ObserveRequest(r.Pattern, sw.status(), time.Since(start))
+}
+
+// statusWriter remembers the status of the answer it carries.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// status is the answer's status (200 when the handler wrote nothing).
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
 }
 
 // routes lists every route. Native routes pass through auth; the HTQ
@@ -233,7 +287,11 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 
 	mux.HandleFunc("GET /healthz", h.healthz)
 	mux.HandleFunc("GET /readyz", h.readyz)
-	mux.Handle("GET /metrics", metricsHandler(reg))
+	if h.opts.MetricsAuth {
+		mux.Handle("GET /metrics", h.auth(metricsHandler(reg).ServeHTTP))
+	} else {
+		mux.Handle("GET /metrics", metricsHandler(reg))
+	}
 	return mux
 }
 

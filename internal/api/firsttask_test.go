@@ -105,14 +105,14 @@ func TestRepairQueueMode(t *testing.T) {
 			t.Errorf("mode change without force: %d %s", status, data)
 		}
 		e.must(http.StatusOK, "PATCH", "/v1/queues/broken?force=true", map[string]any{"mode": "real_time"}, &q)
-		if q.Mode != "real_time" || q.Settings.MaxConcurrency != 1 || q.Stats.Size != 1 || q.DispatchTimeoutMS == 0 {
+		if q.Mode != "real_time" || q.Settings.MaxConcurrency != 1 || q.Stats.Size != 1 || q.MinBackoffMS == 0 {
 			t.Errorf("after repair: %+v %+v %+v", q.Queue, q.Settings, q.Stats)
 		}
 		e.must(http.StatusCreated, "POST", "/v1/queues/broken/tasks", map[string]any{"url": "http://example.com/2"}, nil)
 		// And back, dropping the URL policies; a bad mode is a 400.
 		q = queueJSON{} // absent fields must read as zero
 		e.must(http.StatusOK, "PATCH", "/v1/queues/broken?force=1", map[string]any{"mode": "pull"}, &q)
-		if q.Mode != "pull" || q.Settings.MaxConcurrency != 0 || q.DispatchTimeoutMS != 0 {
+		if q.Mode != "pull" || q.Settings.MaxConcurrency != 0 || q.MinBackoffMS != 0 {
 			t.Errorf("back to pull: %+v %+v", q.Queue, q.Settings)
 		}
 		if status, data := e.call("PATCH", "/v1/queues/broken?force=true", map[string]any{"mode": "nope"}, nil); status != http.StatusBadRequest {

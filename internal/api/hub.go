@@ -8,6 +8,7 @@ import (
 
 	"github.com/htqueue/htq/internal/attempt"
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/metrics"
 )
 
 // A hub holds the handler's one storage subscription and wakes the
@@ -175,14 +176,16 @@ func (w *waiter) signal() {
 	}
 }
 
-// upkeep forwards the due scheduled and retry tasks, and recovers the
-// tasks of vanished workers, of the queues pull workers fetch from: no Go
-// Server may be running for them. Each queue is looked at when a fetch
-// names it, no more often than its next due time (as the storage reports
-// it) or an event asks, and every recoverEvery for expired leases.
+// upkeep forwards the due scheduled and retry tasks, recovers the tasks
+// of vanished workers and deletes the completed tasks whose retention ran
+// out, of the queues pull workers fetch from: no Go Server may be running
+// for them. Each queue is looked at when a fetch names it, no more often
+// than its next due time (as the storage reports it) or an event asks,
+// and every recoverEvery for expired leases and expired completed tasks.
 type upkeep struct {
-	b      store
-	logger *slog.Logger
+	b       store
+	metrics *metrics.Metrics
+	logger  *slog.Logger
 
 	mu     sync.Mutex
 	queues map[string]*queueUpkeep
@@ -199,13 +202,13 @@ const (
 	// it is fetched from (covers lost events).
 	forwardFallback = 5 * time.Second
 	// recoverEvery is how often a fetched queue is checked for expired
-	// leases.
+	// leases and completed tasks past their retention.
 	recoverEvery = time.Second
 	upkeepBatch  = 1000
 )
 
-func newUpkeep(b store, logger *slog.Logger) *upkeep {
-	return &upkeep{b: b, logger: logger, queues: make(map[string]*queueUpkeep)}
+func newUpkeep(b store, m *metrics.Metrics, logger *slog.Logger) *upkeep {
+	return &upkeep{b: b, metrics: m, logger: logger, queues: make(map[string]*queueUpkeep)}
 }
 
 func (u *upkeep) get(q string) *queueUpkeep {
@@ -242,6 +245,7 @@ func (u *upkeep) run(ctx context.Context, queue string, retryDelay func(n int, m
 	if !now.Before(s.nextRecover) {
 		s.nextRecover = now.Add(recoverEvery)
 		u.recover(ctx, queue, retryDelay)
+		u.sweep(ctx, queue)
 	}
 	if !now.Before(s.nextForward) {
 		s.nextForward = now.Add(forwardFallback)
@@ -264,6 +268,21 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
+// sweep deletes the completed tasks of queue whose retention ran out, as
+// a Go Server's janitor does, a batch at a time.
+func (u *upkeep) sweep(ctx context.Context, queue string) {
+	for ctx.Err() == nil {
+		n, err := u.b.DeleteExpiredCompleted(ctx, queue, upkeepBatch)
+		if err != nil {
+			u.logger.Warn("delete expired completed tasks failed", "queue", queue, "err", err)
+			return
+		}
+		if n < upkeepBatch {
+			return
+		}
+	}
+}
+
 // recover sends the active tasks of queue whose lease ran out to retry, or
 // to archive when they are out of retries (as the core's Recoverer).
 func (u *upkeep) recover(ctx context.Context, queue string, retryDelay func(n int, msg string) time.Duration) {
@@ -283,6 +302,7 @@ func (u *upkeep) recover(ctx context.Context, queue string, retryDelay func(n in
 			u.logger.Debug("recover task", "queue", queue, "id", msg.ID, "err", err)
 			continue
 		}
+		u.metrics.LeaseLost(queue, metrics.LeaseExpired)
 		u.logger.Info("recovered the task of a vanished pull worker", "queue", queue, "id", msg.ID, "retried", msg.Retried)
 	}
 }

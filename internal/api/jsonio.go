@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/model"
 )
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -85,11 +86,7 @@ func jsonError(err error) error {
 	case errors.As(err, &syntax):
 		return invalid(fmt.Sprintf("request body: bad JSON at byte %d: %v", syntax.Offset, err))
 	case errors.As(err, &typeErr):
-		field := typeErr.Field
-		if field == "" {
-			field = "(the body)"
-		}
-		return invalid(fmt.Sprintf("request body: field %s: want %s, got JSON %s", field, typeErr.Type, typeErr.Value))
+		return invalid("request body: " + model.TypeErrorText(typeErr))
 	case errors.As(err, &badTarget):
 		return err
 	case strings.HasPrefix(err.Error(), "json: unknown field "):

@@ -14,6 +14,7 @@ import (
 	"github.com/htqueue/htq/internal/attempt"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/metrics"
 	"github.com/htqueue/htq/internal/model"
 )
 
@@ -45,7 +46,7 @@ type leasedTask struct {
 	ID            string          `json:"id"`
 	Queue         string          `json:"queue"`
 	Type          string          `json:"type"`
-	Payload       json.RawMessage `json:"payload,omitempty"`
+	Payload       json.RawMessage `json:"payload"` // see payloadJSON
 	PayloadBase64 string          `json:"payload_base64,omitempty"`
 	Retried       int             `json:"retried"`
 	MaxRetry      int             `json:"max_retry"`
@@ -144,10 +145,12 @@ func (h *handler) fetch(w http.ResponseWriter, r *http.Request) {
 			}
 			for _, l := range leases {
 				out.Tasks = append(out.Tasks, newLeasedTask(l))
+				h.metrics.Leased(l.Msg.Queue)
 			}
 		}
 		now := time.Now()
 		if len(out.Tasks) > 0 || wt == nil || !now.Before(deadline) {
+			h.metrics.Fetched(len(out.Tasks))
 			writeJSON(w, http.StatusOK, out)
 			return
 		}
@@ -163,6 +166,7 @@ func (h *handler) fetch(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 			return // the client left
 		case <-h.opts.Context.Done():
+			h.metrics.Fetched(0)
 			writeJSON(w, http.StatusOK, out) // shutting down: empty answer
 			return
 		}
@@ -204,11 +208,7 @@ func newLeasedTask(l *broker.Lease) leasedTask {
 	m := l.Msg
 	t := leasedTask{ID: m.ID, Queue: m.Queue, Type: m.Type, Retried: m.Retried, MaxRetry: m.MaxRetry,
 		TimeoutMS: m.Timeout.Milliseconds(), Deadline: timePtr(m.Deadline), Token: l.Token, LeaseDeadline: l.Deadline.UTC()}
-	if raw, ok := rawJSON(m.Payload); ok {
-		t.Payload = raw
-	} else if len(m.Payload) > 0 {
-		t.PayloadBase64 = base64.StdEncoding.EncodeToString(m.Payload)
-	}
+	t.Payload, t.PayloadBase64 = payloadJSON(m.Payload)
 	return t
 }
 
@@ -253,16 +253,26 @@ func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if len(result) > 0 {
 		if err := h.b.WriteResult(ctx, ref, result); err != nil {
-			h.writeError(w, r, err)
+			h.leaseError(w, r, ref.Queue, err)
 			return
 		}
 	}
 	errs := h.b.Complete(ctx, []broker.LeaseRef{ref})
 	if len(errs) == 1 && errs[0] != nil {
-		h.writeError(w, r, errs[0])
+		h.leaseError(w, r, ref.Queue, errs[0])
 		return
 	}
+	h.metrics.Acked(ref.Queue)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// leaseError answers a pull worker's call that failed with err, counting
+// a lost lease.
+func (h *handler) leaseError(w http.ResponseWriter, r *http.Request, queue string, err error) {
+	if errors.Is(err, base.ErrLeaseLost) {
+		h.metrics.LeaseLost(queue, metrics.LeaseRefused)
+	}
+	h.writeError(w, r, err)
 }
 
 type failRequest struct {
@@ -308,7 +318,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ti.State != base.StateActive {
-		h.writeError(w, r, fmt.Errorf("%w: task %s/%s is %s, no longer leased", base.ErrLeaseLost, ref.Queue, ref.ID, ti.State))
+		h.leaseError(w, r, ref.Queue, fmt.Errorf("%w: task %s/%s is %s, no longer leased", base.ErrLeaseLost, ref.Queue, ref.ID, ti.State))
 		return
 	}
 	state, err := attempt.Fail(ctx, h.b, attempt.Failed{
@@ -321,9 +331,10 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request) {
 		},
 	})
 	if err != nil {
-		h.writeError(w, r, err)
+		h.leaseError(w, r, ref.Queue, err)
 		return
 	}
+	h.metrics.Failed(ref.Queue, state.String())
 	if state == base.StateRetry {
 		h.upkeep.scheduled(ref.Queue)
 	}
@@ -367,7 +378,7 @@ func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if slices.Contains(lost, ref.ID) {
-		h.writeError(w, r, fmt.Errorf("%w: task %s/%s: the lease ran out or the task was recovered; stop working on it", base.ErrLeaseLost, ref.Queue, ref.ID))
+		h.leaseError(w, r, ref.Queue, fmt.Errorf("%w: task %s/%s: the lease ran out or the task was recovered; stop working on it", base.ErrLeaseLost, ref.Queue, ref.ID))
 		return
 	}
 	writeJSON(w, http.StatusOK, heartbeatResponse{LeaseDeadline: start.Add(d).UTC(), Canceled: h.hub.wasCanceled(ref.ID)})

@@ -46,13 +46,8 @@ func (h *handler) createSchedule(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	s := &model.Schedule{Cron: req.Cron, Queue: req.Queue, Task: req.Task, TaskType: task.Type(), Payload: task.Payload(), CreatedAt: time.Now().UTC()}
-	if req.Task.Options != nil {
-		s.Options = *req.Task.Options
-	}
-	if n, ok := q.MaxRetry(); ok && s.Options.MaxRetry == nil && req.Task.IsURL() {
-		s.Options.MaxRetry = &n
-	}
+	s := &model.Schedule{Cron: req.Cron, Queue: req.Queue, Task: req.Task, TaskType: task.Type(), Payload: task.Payload(),
+		Options: h.reg.ScheduleOptions(&req.Task, q), CreatedAt: time.Now().UTC()}
 	// Register checks the spec and the task and names the entry; this
 	// Scheduler is never started.
 	btask, bopts, err := s.Build()

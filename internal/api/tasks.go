@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -170,7 +171,7 @@ type taskJSON struct {
 	Queue         string          `json:"queue"`
 	Type          string          `json:"type"`
 	State         string          `json:"state"`
-	Payload       json.RawMessage `json:"payload,omitempty"`
+	Payload       json.RawMessage `json:"payload"` // see payloadJSON
 	PayloadBase64 string          `json:"payload_base64,omitempty"`
 	MaxRetry      int             `json:"max_retry"`
 	Retried       int             `json:"retried"`
@@ -185,6 +186,19 @@ type taskJSON struct {
 	CompletedAt   *time.Time      `json:"completed_at,omitempty"`
 	Result        json.RawMessage `json:"result,omitempty"`
 	ResultBase64  string          `json:"result_base64,omitempty"`
+}
+
+// payloadJSON is how a task's payload is shown: as JSON when it is valid
+// JSON, else as base64 with payload null. payload is always present (null
+// for an empty payload), so that a worker can read it without checking.
+func payloadJSON(payload []byte) (json.RawMessage, string) {
+	if raw, ok := rawJSON(payload); ok {
+		return raw, ""
+	}
+	if len(payload) > 0 {
+		return nil, base64.StdEncoding.EncodeToString(payload)
+	}
+	return nil, ""
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -207,16 +221,33 @@ func newTaskJSON(info *htq.TaskInfo) *taskJSON {
 	if info.Type == model.TypeURL {
 		payload = model.WithoutProcessAt(payload)
 	}
-	if raw, ok := rawJSON(payload); ok {
-		t.Payload = raw
-	} else if len(payload) > 0 {
-		t.PayloadBase64 = base64.StdEncoding.EncodeToString(payload)
-	}
+	t.Payload, t.PayloadBase64 = payloadJSON(payload)
 	if raw, ok := rawJSON(info.Result); ok {
 		t.Result = raw
 	} else if len(info.Result) > 0 {
 		t.ResultBase64 = base64.StdEncoding.EncodeToString(info.Result)
 	}
+	return t
+}
+
+// taskView is a task as the API shows it: newTaskJSON, with a URL task's
+// timeout_ms the timeout that bounds its next attempt (its request
+// timeout from the task, its queue or the service; shorter when the task's
+// own timeout option is).
+func (h *handler) taskView(ctx context.Context, info *htq.TaskInfo) *taskJSON {
+	t := newTaskJSON(info)
+	if info.Type != model.TypeURL {
+		return t
+	}
+	ut, err := model.DecodeURLTask(info.Payload)
+	if err != nil {
+		return t
+	}
+	q, err := h.queues.Get(ctx, info.Queue)
+	if err != nil {
+		q = nil // no record (any more): the service's default applies
+	}
+	t.TimeoutMS = ut.AttemptTimeout(info.Timeout, q, h.reg.Defaults()).Milliseconds()
 	return t
 }
 
@@ -227,7 +258,7 @@ func (h *handler) getTask(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newTaskJSON(info))
+	writeJSON(w, http.StatusOK, h.taskView(r.Context(), info))
 }
 
 // MaxPageSize bounds page_size in listings.
@@ -297,7 +328,7 @@ func (h *handler) listTasks(w http.ResponseWriter, r *http.Request) {
 	}
 	out := taskList{Tasks: make([]*taskJSON, len(infos)), Page: page, PageSize: size}
 	for i, info := range infos {
-		out.Tasks[i] = newTaskJSON(info)
+		out.Tasks[i] = h.taskView(r.Context(), info)
 	}
 	if len(infos) == size {
 		out.NextPage = page + 1

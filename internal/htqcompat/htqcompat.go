@@ -376,16 +376,17 @@ func parseExecuteTime(s string, loc *time.Location) (time.Time, error) {
 }
 
 // htqHeader reads the header field: a JSON object of header names to
-// values (strings, or numbers and booleans written as text).
+// values (strings, or numbers and booleans written as text); empty or []
+// (PHP's json_encode of an empty array) for none.
 func htqHeader(s string) (map[string]string, error) {
-	if strings.TrimSpace(s) == "" {
+	if strings.TrimSpace(s) == "" || model.IsEmptyArray([]byte(s)) {
 		return nil, nil
 	}
 	var raw map[string]any
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("%w: header: want a JSON object of header names and values: %v", base.ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: header: want a JSON object of header names and values: %s", base.ErrInvalidArgument, model.JSONErrorText(err))
 	}
 	out := make(map[string]string, len(raw))
 	for k, v := range raw {
@@ -405,21 +406,22 @@ func htqHeader(s string) (map[string]string, error) {
 
 // htqData reads the data field, a JSON object, as form values: strings as
 // they are, numbers and booleans as their JSON text, null as empty, an
-// array as the key repeated, a nested object as its JSON text.
+// array as the key repeated, a nested object as its JSON text. Empty or
+// [] (PHP's json_encode of an empty array) is no data.
 func htqData(s string) (url.Values, error) {
-	if strings.TrimSpace(s) == "" {
+	if strings.TrimSpace(s) == "" || model.IsEmptyArray([]byte(s)) {
 		return nil, nil
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(s), &raw); err != nil {
-		return nil, fmt.Errorf("%w: data: want a JSON object: %v", base.ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: data: want a JSON object: %s", base.ErrInvalidArgument, model.JSONErrorText(err))
 	}
 	vals := make(url.Values, len(raw))
 	for k, v := range raw {
 		if len(v) > 0 && v[0] == '[' {
 			var items []json.RawMessage
 			if err := json.Unmarshal(v, &items); err != nil {
-				return nil, fmt.Errorf("%w: data %q: %v", base.ErrInvalidArgument, k, err)
+				return nil, fmt.Errorf("%w: data %q: %s", base.ErrInvalidArgument, k, model.JSONErrorText(err))
 			}
 			for _, item := range items {
 				vals.Add(k, formText(item))
@@ -555,8 +557,8 @@ func hasHeader(h map[string]string, name string) bool {
 // sets what the native API sets on a queue (HTQ had none of them; an HTQ
 // client that sends none gets HTQ's behaviour): max_concurrency,
 // rate_limit, rate_burst, lease_ms, max_attempts, min_backoff_ms,
-// max_backoff_ms, dispatch_timeout_ms and retry_4xx. A malformed value is an
-// error, never ignored.
+// max_backoff_ms, dispatch_timeout_ms, completed_retention_s and retry_4xx.
+// A malformed value is an error, never ignored.
 func htqQueueExtensions(f url.Values) (*model.QueueChange, error) {
 	req := &model.QueueChange{}
 	ints := []struct {
@@ -584,6 +586,13 @@ func htqQueueExtensions(f url.Values) (*model.QueueChange, error) {
 			}
 			*it.dst = &n
 		}
+	}
+	if v := f.Get("completed_retention_s"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < model.KeepNoCompleted {
+			return nil, fmt.Errorf("%w: completed_retention_s %q: want a whole number of seconds, or -1 to keep no completed task", base.ErrInvalidArgument, v)
+		}
+		req.CompletedRetentionS = &n
 	}
 	if v := f.Get("rate_limit"); v != "" {
 		x, err := strconv.ParseFloat(v, 64)

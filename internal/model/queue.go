@@ -91,7 +91,9 @@ const (
 	// failed URL task is tried again (exponential between them).
 	DefaultMinBackoff = time.Second
 	DefaultMaxBackoff = time.Hour
-	// DefaultDispatchTimeout bounds one request of a URL task.
+	// DefaultDispatchTimeout bounds one request of a URL task when
+	// neither the task, its queue nor htq serve's --dispatch-timeout
+	// says (see URLTask.RequestTimeout).
 	DefaultDispatchTimeout = 30 * time.Second
 )
 
@@ -104,9 +106,30 @@ const (
 	MaxAttemptsLimit = 10000
 	// MaxBackoffLimit bounds MaxBackoffMS.
 	MaxBackoffLimit = 30 * 24 * time.Hour
-	// MaxDispatchTimeout bounds DispatchTimeoutMS.
-	MaxDispatchTimeout = 24 * time.Hour
+	// MaxDispatchTimeout bounds a URL task's timeout_ms and a queue's
+	// DispatchTimeoutMS; htq serve gives it to its dispatcher as the
+	// longest request it makes.
+	MaxDispatchTimeout = 30 * time.Minute
+	// MaxCompletedRetention bounds CompletedRetentionS and htq serve's
+	// --completed-retention.
+	MaxCompletedRetention = 366 * 24 * time.Hour
 )
+
+// KeepNoCompleted is the CompletedRetentionS of a queue whose completed
+// tasks are not kept (unless a task sets its own retention).
+const KeepNoCompleted = -1
+
+// Defaults are the policies htq serve applies where neither a task nor
+// its queue's record sets one: its settings --completed-retention and
+// --dispatch-timeout.
+type Defaults struct {
+	// CompletedRetention is how long a completed task is kept, with its
+	// result, when neither the task nor its queue says (0: not kept).
+	CompletedRetention time.Duration
+	// DispatchTimeout bounds one request of a URL task when neither the
+	// task nor its queue says (0: DefaultDispatchTimeout).
+	DispatchTimeout time.Duration
+}
 
 // Queue is one queue's record. Durations are whole seconds (_s) or
 // milliseconds (_ms) so the JSON reads the same from every language.
@@ -128,11 +151,16 @@ type Queue struct {
 	MinBackoffMS int64 `json:"min_backoff_ms,omitempty"`
 	MaxBackoffMS int64 `json:"max_backoff_ms,omitempty"`
 	// DispatchTimeoutMS bounds one request of a URL task that sets no
-	// timeout of its own.
+	// timeout of its own (0: htq serve's, Defaults.DispatchTimeout).
 	DispatchTimeoutMS int64 `json:"dispatch_timeout_ms,omitempty"`
 	// Retry4xx retries a URL task whose target answered a 4xx other than
 	// 429 (by default such a task is archived at once).
 	Retry4xx bool `json:"retry_4xx"`
+	// CompletedRetentionS is how long, in seconds, a completed task of the
+	// queue is kept with its result when the task sets no retention of
+	// its own: 0 leaves it to htq serve (Defaults.CompletedRetention),
+	// KeepNoCompleted (-1) keeps none. Any mode.
+	CompletedRetentionS int64 `json:"completed_retention_s,omitempty"`
 	// CreatedAt is when the queue was defined.
 	CreatedAt time.Time `json:"created_at"`
 }
@@ -163,9 +191,6 @@ func (q *Queue) WithDefaults() *Queue {
 		if q.MaxBackoffMS == 0 {
 			q.MaxBackoffMS = max(DefaultMaxBackoff.Milliseconds(), q.MinBackoffMS)
 		}
-		if q.DispatchTimeoutMS == 0 {
-			q.DispatchTimeoutMS = DefaultDispatchTimeout.Milliseconds()
-		}
 	}
 	return q
 }
@@ -192,6 +217,9 @@ func (q *Queue) Validate() error {
 	} else if q.SteppingTimeS != 0 || q.MaxIntervalS != 0 {
 		return bad("stepping_time_s and max_interval_s apply to variable queues only, not %s", q.Mode)
 	}
+	if q.CompletedRetentionS < KeepNoCompleted || q.CompletedRetentionS > int64(MaxCompletedRetention/time.Second) {
+		return bad("completed_retention_s %d is out of range: want -1 (keep none), 0 (the service's default) or up to %d seconds", q.CompletedRetentionS, int64(MaxCompletedRetention/time.Second))
+	}
 	if q.Mode == ModePull {
 		if q.MaxAttempts != 0 || q.MinBackoffMS != 0 || q.MaxBackoffMS != 0 || q.DispatchTimeoutMS != 0 || q.Retry4xx {
 			return bad("max_attempts, min_backoff_ms, max_backoff_ms, dispatch_timeout_ms and retry_4xx apply to URL queues only (a pull worker decides its own retries through max_retry)")
@@ -214,7 +242,8 @@ func (q *Queue) Validate() error {
 }
 
 // MinBackoff, MaxBackoff and DispatchTimeout return the policies as
-// durations (zero when unset).
+// durations (zero when unset: see URLTask.RequestTimeout for the timeout
+// that applies).
 func (q *Queue) MinBackoff() time.Duration { return time.Duration(q.MinBackoffMS) * time.Millisecond }
 
 // MaxBackoff is the longest delay before a retry.
@@ -223,6 +252,19 @@ func (q *Queue) MaxBackoff() time.Duration { return time.Duration(q.MaxBackoffMS
 // DispatchTimeout bounds one request of the queue's URL tasks.
 func (q *Queue) DispatchTimeout() time.Duration {
 	return time.Duration(q.DispatchTimeoutMS) * time.Millisecond
+}
+
+// CompletedRetention is how long a completed task of the queue is kept
+// when the task sets no retention of its own: the queue's policy, else
+// d's (0: not kept).
+func (q *Queue) CompletedRetention(d Defaults) time.Duration {
+	switch {
+	case q.CompletedRetentionS == KeepNoCompleted:
+		return 0
+	case q.CompletedRetentionS > 0:
+		return time.Duration(q.CompletedRetentionS) * time.Second
+	}
+	return max(d.CompletedRetention, 0)
 }
 
 // SteppingTime and MaxInterval return a variable queue's policy.

@@ -27,7 +27,7 @@ func TestDefaults(t *testing.T) {
 	if v.SteppingTimeS != DefaultSteppingTime || v.MaxIntervalS != DefaultMaxInterval {
 		t.Errorf("variable defaults: %+v", v)
 	}
-	if v.DispatchTimeout() != DefaultDispatchTimeout || v.MinBackoff() != DefaultMinBackoff || v.MaxBackoff() != DefaultMaxBackoff {
+	if v.DispatchTimeout() != 0 || v.MinBackoff() != DefaultMinBackoff || v.MaxBackoff() != DefaultMaxBackoff {
 		t.Errorf("URL defaults: %+v", v)
 	}
 	if err := v.Validate(); err != nil {

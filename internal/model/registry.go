@@ -26,26 +26,38 @@ type Registry struct {
 	cache       *Cache
 	insp        *htq.Inspector
 	checkTarget func(context.Context, *url.URL) error
+	defaults    Defaults
 	logger      *slog.Logger
 }
 
 // NewRegistry returns a Registry over the queue records of cache and the
 // storage insp inspects. checkTarget, when not nil, vets the target of
-// every URL task (dispatch.Guard.Check).
-func NewRegistry(cache *Cache, insp *htq.Inspector, checkTarget func(context.Context, *url.URL) error, logger *slog.Logger) *Registry {
-	return &Registry{cache: cache, insp: insp, checkTarget: checkTarget, logger: logger}
+// every URL task (dispatch.Guard.Check); defaults are htq serve's
+// policies for what neither a task nor its queue sets.
+func NewRegistry(cache *Cache, insp *htq.Inspector, checkTarget func(context.Context, *url.URL) error, defaults Defaults, logger *slog.Logger) *Registry {
+	return &Registry{cache: cache, insp: insp, checkTarget: checkTarget, defaults: defaults, logger: logger}
 }
+
+// Defaults returns htq serve's policies the registry applies.
+func (r *Registry) Defaults() Defaults { return r.defaults }
 
 // Queues returns the cache of queue records the registry reads.
 func (r *Registry) Queues() *Cache { return r.cache }
 
 // Build turns a spec into an htq task with its options (the queue option
 // not included), checked against the queue's record and, for a URL task,
-// the target guard.
+// the target guard. A task that sets no retention gets its queue's
+// completed retention (Queue.CompletedRetention), so that the result a
+// worker sends, or a URL task's answer, can be read after it completes.
 func (r *Registry) Build(ctx context.Context, s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, error) {
 	task, opts, ut, err := Build(s, q)
 	if err != nil {
 		return nil, nil, err
+	}
+	if s.Options == nil || s.Options.Retention == nil {
+		if d := q.CompletedRetention(r.defaults); d > 0 {
+			opts = append(opts, htq.Retention(d))
+		}
 	}
 	if ut != nil && r.checkTarget != nil {
 		u, _ := url.Parse(ut.URL) // Validate parsed it already
@@ -54,6 +66,26 @@ func (r *Registry) Build(ctx context.Context, s *TaskSpec, q *Queue) (*htq.Task,
 		}
 	}
 	return task, opts, nil
+}
+
+// ScheduleOptions returns the options a schedule of task s into queue q
+// keeps: the task's own, with what Build adds where the task sets none
+// (the queue's max_attempts for a URL task, the completed retention).
+// They are fixed when the schedule is created, since the schedule's ID
+// depends on them (model.Schedule).
+func (r *Registry) ScheduleOptions(s *TaskSpec, q *Queue) TaskOptions {
+	var o TaskOptions
+	if s.Options != nil {
+		o = *s.Options
+	}
+	if n, ok := q.MaxRetry(); ok && o.MaxRetry == nil && s.IsURL() {
+		o.MaxRetry = &n
+	}
+	if d := q.CompletedRetention(r.defaults); d > 0 && o.Retention == nil {
+		rd := Duration(d)
+		o.Retention = &rd
+	}
+	return o
 }
 
 // Resolve returns the record of the queue a task of mode's kind goes to. A
@@ -217,6 +249,7 @@ func (r *Registry) ChangeMode(ctx context.Context, cur *Queue, mode Mode, change
 		created = time.Now()
 	}
 	q := New(cur.Name, mode, created)
+	q.CompletedRetentionS = cur.CompletedRetentionS // every mode takes it
 	change.ApplyPolicy(q)
 	if err := q.WithDefaults().Validate(); err != nil {
 		return nil, err
@@ -234,18 +267,19 @@ func (r *Registry) ChangeMode(ctx context.Context, cur *Queue, mode Mode, change
 // server). The native API reads it from JSON, the HTQ-compatible addQueue
 // from form fields.
 type QueueChange struct {
-	SteppingTimeS     *int     `json:"stepping_time_s"`
-	MaxIntervalS      *int     `json:"max_interval_s"`
-	MaxAttempts       *int     `json:"max_attempts"`
-	MinBackoffMS      *int64   `json:"min_backoff_ms"`
-	MaxBackoffMS      *int64   `json:"max_backoff_ms"`
-	DispatchTimeoutMS *int64   `json:"dispatch_timeout_ms"`
-	Retry4xx          *bool    `json:"retry_4xx"`
-	MaxConcurrency    *int     `json:"max_concurrency"`
-	RateLimit         *float64 `json:"rate_limit"`
-	RateBurst         *int     `json:"rate_burst"`
-	LeaseMS           *int64   `json:"lease_ms"`
-	Paused            *bool    `json:"paused"`
+	SteppingTimeS       *int     `json:"stepping_time_s"`
+	MaxIntervalS        *int     `json:"max_interval_s"`
+	MaxAttempts         *int     `json:"max_attempts"`
+	MinBackoffMS        *int64   `json:"min_backoff_ms"`
+	MaxBackoffMS        *int64   `json:"max_backoff_ms"`
+	DispatchTimeoutMS   *int64   `json:"dispatch_timeout_ms"`
+	Retry4xx            *bool    `json:"retry_4xx"`
+	CompletedRetentionS *int64   `json:"completed_retention_s"`
+	MaxConcurrency      *int     `json:"max_concurrency"`
+	RateLimit           *float64 `json:"rate_limit"`
+	RateBurst           *int     `json:"rate_burst"`
+	LeaseMS             *int64   `json:"lease_ms"`
+	Paused              *bool    `json:"paused"`
 }
 
 // ApplyPolicy copies the change's policy fields onto q.
@@ -266,6 +300,7 @@ func (c *QueueChange) ApplyPolicy(q *Queue) {
 	set64(&q.MinBackoffMS, c.MinBackoffMS)
 	set64(&q.MaxBackoffMS, c.MaxBackoffMS)
 	set64(&q.DispatchTimeoutMS, c.DispatchTimeoutMS)
+	set64(&q.CompletedRetentionS, c.CompletedRetentionS)
 	if c.Retry4xx != nil {
 		q.Retry4xx = *c.Retry4xx
 	}

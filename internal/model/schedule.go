@@ -33,6 +33,18 @@ type Schedule struct {
 	CreatedAt time.Time   `json:"created_at"`
 }
 
+// MarshalJSON writes the schedule with its payload always a (base64)
+// string, "" when the task has none, as the API documents it (a nil
+// []byte would be null).
+func (s Schedule) MarshalJSON() ([]byte, error) {
+	type plain Schedule
+	p := plain(s)
+	if p.Payload == nil {
+		p.Payload = []byte{}
+	}
+	return json.Marshal(p)
+}
+
 // Build returns the task and options to register with htq.Scheduler:
 //
 //	task, opts, err := s.Build()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -21,13 +22,13 @@ type TaskSpec struct {
 	Payload       json.RawMessage `json:"payload,omitempty"`
 	PayloadBase64 string          `json:"payload_base64,omitempty"`
 
-	URL        string            `json:"url,omitempty"`
-	Method     string            `json:"method,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	Body       *string           `json:"body,omitempty"`
-	BodyBase64 string            `json:"body_base64,omitempty"`
-	TimeoutMS  int64             `json:"timeout_ms,omitempty"`
-	Variable   *Variable         `json:"variable,omitempty"`
+	URL        string    `json:"url,omitempty"`
+	Method     string    `json:"method,omitempty"`
+	Headers    Headers   `json:"headers,omitempty"`
+	Body       *string   `json:"body,omitempty"`
+	BodyBase64 string    `json:"body_base64,omitempty"`
+	TimeoutMS  int64     `json:"timeout_ms,omitempty"`
+	Variable   *Variable `json:"variable,omitempty"`
 
 	Options *TaskOptions `json:"options,omitempty"`
 }
@@ -46,6 +47,71 @@ type TaskOptions struct {
 	TaskID    string    `json:"task_id,omitempty"`
 	Retention *Duration `json:"retention,omitempty"`
 	Group     string    `json:"group,omitempty"`
+}
+
+// Headers are a URL task's request headers, a JSON object of names to
+// string values. An empty JSON array reads as no headers (see
+// IsEmptyArray).
+type Headers map[string]string
+
+// UnmarshalJSON reads an object of header names to strings, or [] for
+// none. A value that is not a string is a type error naming the header.
+func (h *Headers) UnmarshalJSON(b []byte) error {
+	if IsEmptyArray(b) || isNull(b) {
+		*h = nil
+		return nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	out := make(Headers, len(raw))
+	for name, v := range raw {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return &json.UnmarshalTypeError{Value: jsonKind(v), Type: reflect.TypeFor[string](), Field: name}
+		}
+		out[name] = s
+	}
+	*h = out
+	return nil
+}
+
+// UnmarshalJSON reads the options object, or [] for none, refusing
+// unknown fields and naming the field of a bad time or duration.
+func (o *TaskOptions) UnmarshalJSON(b []byte) error {
+	if IsEmptyArray(b) {
+		*o = TaskOptions{}
+		return nil
+	}
+	// Plain has TaskOptions' fields without this method; the times are
+	// read by jsonTime, whose errors encoding/json prefixes with the
+	// field's name (and Plain's, which fieldPath leaves out).
+	type Plain TaskOptions
+	var v struct {
+		Plain
+		ProcessAt *jsonTime `json:"process_at,omitempty"`
+		Deadline  *jsonTime `json:"deadline,omitempty"`
+	}
+	if err := decodeStrict("options", b, &v); err != nil {
+		return err
+	}
+	*o = TaskOptions(v.Plain)
+	o.ProcessAt, o.Deadline = (*time.Time)(v.ProcessAt), (*time.Time)(v.Deadline)
+	return nil
+}
+
+// jsonTime is a time.Time read from RFC 3339 text whose errors are type
+// errors (which encoding/json names with the field).
+type jsonTime time.Time
+
+func (t *jsonTime) UnmarshalJSON(b []byte) error {
+	var tt time.Time
+	if err := tt.UnmarshalJSON(b); err != nil {
+		return typeError(jsonKind(b), timeType)
+	}
+	*t = jsonTime(tt)
+	return nil
 }
 
 // IsURL reports whether the spec is a URL task.
@@ -139,7 +205,8 @@ func (o *TaskOptions) Options(dst []htq.Option) ([]htq.Option, error) {
 // a number of seconds (90, 0.25).
 type Duration time.Duration
 
-// UnmarshalJSON reads a duration string or a number of seconds.
+// UnmarshalJSON reads a duration string or a number of seconds. A bad one
+// is a type error, which encoding/json names with the field.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
 		var s string
@@ -148,17 +215,14 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		}
 		v, err := time.ParseDuration(s)
 		if err != nil {
-			return fmt.Errorf("%w: duration %q: want a Go duration such as \"90s\" or a number of seconds", base.ErrInvalidArgument, s)
+			return typeError(jsonKind(b), durationType)
 		}
 		*d = Duration(v)
 		return nil
 	}
 	var secs float64
-	if err := json.Unmarshal(b, &secs); err != nil {
-		return fmt.Errorf("%w: duration %s: want a Go duration string or a number of seconds", base.ErrInvalidArgument, b)
-	}
-	if math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
-		return fmt.Errorf("%w: duration %s is out of range", base.ErrInvalidArgument, b)
+	if err := json.Unmarshal(b, &secs); err != nil || math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
+		return typeError(jsonKind(b), durationType)
 	}
 	*d = Duration(secs * float64(time.Second))
 	return nil

@@ -28,7 +28,8 @@ type URLTask struct {
 	// that are not UTF-8 text. At most one is set.
 	Body       string `json:"body,omitempty"`
 	BodyBase64 string `json:"body_base64,omitempty"`
-	// TimeoutMS bounds one request (0: the queue's dispatch timeout).
+	// TimeoutMS bounds one request (0: the queue's dispatch timeout; see
+	// RequestTimeout).
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 	// Variable is set on the tasks of variable queues: the task repeats.
 	Variable *Variable `json:"variable,omitempty"`
@@ -46,6 +47,43 @@ type Variable struct {
 	// seconds (0 before the first repeat), as dispatch.NextInterval
 	// takes it.
 	IntervalS float64 `json:"interval_s"`
+}
+
+// RequestTimeout is the timeout of the task's request: its own
+// timeout_ms, else its queue's dispatch_timeout_ms, else htq serve's
+// (d.DispatchTimeout), else DefaultDispatchTimeout.
+func (t *URLTask) RequestTimeout(q *Queue, d Defaults) time.Duration {
+	switch {
+	case t.TimeoutMS > 0:
+		return time.Duration(t.TimeoutMS) * time.Millisecond
+	case q != nil && q.DispatchTimeoutMS > 0:
+		return q.DispatchTimeout()
+	case d.DispatchTimeout > 0:
+		return d.DispatchTimeout
+	}
+	return DefaultDispatchTimeout
+}
+
+// AttemptTimeout is what bounds one attempt of the task: the shorter of
+// its request timeout and attempt, the task's htq timeout (its timeout
+// option, htq.DefaultTimeout when it has none; 0: none).
+func (t *URLTask) AttemptTimeout(attempt time.Duration, q *Queue, d Defaults) time.Duration {
+	req := t.RequestTimeout(q, d)
+	if attempt > 0 && attempt < req {
+		return attempt
+	}
+	return req
+}
+
+// UnmarshalJSON reads the variable object, or [] for an empty one,
+// refusing unknown fields.
+func (v *Variable) UnmarshalJSON(b []byte) error {
+	if IsEmptyArray(b) {
+		*v = Variable{}
+		return nil
+	}
+	type plain Variable
+	return decodeStrict("variable", b, (*plain)(v))
 }
 
 // BodyBytes returns the request body.
@@ -115,8 +153,8 @@ func (t *URLTask) Validate() (*url.URL, error) {
 	if _, err := t.BodyBytes(); err != nil {
 		return nil, err
 	}
-	if t.TimeoutMS < 0 {
-		return nil, bad("timeout_ms %d is negative", t.TimeoutMS)
+	if t.TimeoutMS < 0 || t.TimeoutMS > MaxDispatchTimeout.Milliseconds() {
+		return nil, bad("timeout_ms %d is out of range [0, %d]", t.TimeoutMS, MaxDispatchTimeout.Milliseconds())
 	}
 	return u, nil
 }

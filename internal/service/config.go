@@ -14,6 +14,7 @@ import (
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/dispatch"
+	"github.com/htqueue/htq/internal/model"
 )
 
 // Config configures a Service. The zero value of every field means its
@@ -62,6 +63,16 @@ type Config struct {
 	// MaxBodyBytes bounds an API request's body; larger ones get 413
 	// (default 4 MiB).
 	MaxBodyBytes int64
+	// CompletedRetention is how long a task enqueued through the API is
+	// kept after it completes, with its result (a URL task's answer, the
+	// result a pull worker acked), when neither the task (its retention
+	// option) nor its queue (completed_retention_s) says (default 24 h).
+	// Negative: such tasks are deleted as they complete.
+	CompletedRetention time.Duration
+	// MetricsAuth says whether GET /metrics asks for the API token as /v1
+	// does (its metrics name every queue). Nil: it does unless Addr
+	// listens on loopback only (127.0.0.0/8, ::1 or localhost).
+	MetricsAuth *bool
 
 	// ShutdownTimeout is how long Shutdown waits for running dispatches
 	// before it sends them back to pending (default 10 s).
@@ -111,6 +122,7 @@ const (
 	DefaultConcurrency            = 100
 	DefaultDispatchTimeout        = dispatch.DefaultTimeout
 	DefaultMaxBodyBytes           = 4 << 20
+	DefaultCompletedRetention     = 24 * time.Hour
 	DefaultShutdownTimeout        = 10 * time.Second
 	DefaultQueueRefreshInterval   = 5 * time.Second
 	DefaultScheduleReloadInterval = 5 * time.Second
@@ -150,6 +162,7 @@ func (c Config) WithDefaults() Config {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	dur(&c.DispatchTimeout, DefaultDispatchTimeout)
+	dur(&c.CompletedRetention, DefaultCompletedRetention)
 	dur(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	dur(&c.QueueRefreshInterval, DefaultQueueRefreshInterval)
 	dur(&c.ScheduleReloadInterval, DefaultScheduleReloadInterval)
@@ -230,8 +243,11 @@ func (c Config) ValidateFrom(source func(setting string) string) error {
 	if c.MaxBodyBytes < 0 {
 		bad("max-body-bytes", "%d is negative", c.MaxBodyBytes)
 	}
-	if c.DispatchTimeout < 0 || c.DispatchTimeout > dispatch.DefaultMaxTimeout {
-		bad("dispatch-timeout", "%v is out of range (0, %v]", c.DispatchTimeout, dispatch.DefaultMaxTimeout)
+	if c.DispatchTimeout < 0 || c.DispatchTimeout > model.MaxDispatchTimeout {
+		bad("dispatch-timeout", "%v is out of range (0, %v]", c.DispatchTimeout, model.MaxDispatchTimeout)
+	}
+	if c.CompletedRetention > model.MaxCompletedRetention {
+		bad("completed-retention", "%v is longer than %v", c.CompletedRetention, model.MaxCompletedRetention)
 	}
 	for _, d := range []struct {
 		setting string
@@ -346,6 +362,24 @@ func (c Config) storageURL() string {
 		sep = "&"
 	}
 	return c.Storage + sep + strings.Join(q, "&")
+}
+
+// metricsAuth reports whether /metrics asks for the token: as MetricsAuth
+// says, else unless Addr's host is a loopback address or localhost (an
+// empty host, 0.0.0.0 or :: listen on every interface).
+func (c Config) metricsAuth() bool {
+	if c.MetricsAuth != nil {
+		return *c.MetricsAuth
+	}
+	host, _, err := net.SplitHostPort(c.WithDefaults().Addr)
+	if err != nil {
+		return true
+	}
+	if strings.EqualFold(host, "localhost") {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
 }
 
 // minTokenLen is the shortest token accepted from the configuration: a

@@ -412,7 +412,8 @@ func TestVariableRepeatedRunNoDouble(t *testing.T) {
 			}
 			io.WriteString(w, "again")
 		})
-		spec := urlTask(tg.URL, map[string]any{"options": map[string]any{"task_id": "c"}})
+		// retention 0s: c is deleted as it completes, so it can be sent again.
+		spec := urlTask(tg.URL, map[string]any{"options": map[string]any{"task_id": "c", "retention": "0s"}})
 		c.enqueue("chain", spec)
 		count := map[string]int{}
 		next := func() string {

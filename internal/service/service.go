@@ -129,6 +129,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Signer:              signer,
 		Allow:               cfg.AllowTargets,
 		Timeout:             cfg.DispatchTimeout,
+		MaxTimeout:          model.MaxDispatchTimeout,
 		MaxIdleConnsPerHost: max(dispatch.DefaultMaxIdleConnsPerHost, cfg.Concurrency),
 	})
 	if err != nil {
@@ -157,13 +158,18 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		CheckTarget:      func(_ context.Context, u *url.URL) error { return s.disp.Guard().CheckURL(u) },
 		SchedulesChanged: s.sched.reload,
 		Metrics:          obs,
+		// Negative keeps none: the API's 0.
+		CompletedRetention: max(cfg.CompletedRetention, 0),
+		DispatchTimeout:    cfg.DispatchTimeout,
+		MetricsAuth:        cfg.metricsAuth(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: API: %w", err)
 	}
 
 	exec := &urlHandler{disp: s.disp, queues: s.queues, client: htq.NewClient(s.storage), metrics: obs,
-		logger: cfg.Logger.With("component", "htq.urlworker"), timeout: cfg.DispatchTimeout}
+		logger:   cfg.Logger.With("component", "htq.urlworker"),
+		defaults: model.Defaults{DispatchTimeout: cfg.DispatchTimeout}}
 	s.server = htq.NewServer(s.storage, htq.Config{
 		Concurrency:          cfg.Concurrency,
 		QueueSource:          s.urlQueues,
@@ -195,7 +201,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	go s.serve()
 	close(s.ready)
 	s.logger.Info("htq serve started", "addr", s.Addr(), "storage", s.storage.String(),
-		"concurrency", cfg.Concurrency, "tz", loc.String())
+		"concurrency", cfg.Concurrency, "tz", loc.String(), "metrics_auth", cfg.metricsAuth())
 	return s, nil
 }
 

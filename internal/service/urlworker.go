@@ -47,7 +47,9 @@ type urlHandler struct {
 	client  *htq.Client
 	metrics *metrics.Metrics
 	logger  *slog.Logger
-	timeout time.Duration // a task's request timeout when neither it nor its queue sets one
+	// defaults holds the request timeout of a task when neither it nor
+	// its queue sets one (--dispatch-timeout).
+	defaults model.Defaults
 }
 
 // retryError asks the URL worker's RetryDelayFunc for a retry after delay
@@ -92,19 +94,30 @@ func backoff(n int, lo, hi time.Duration) time.Duration {
 }
 
 // logFailure is the URL worker's ErrorHandler: a failed attempt that will
-// be retried is logged at debug level, one that archives the task (a
-// permanent failure, or the last retry) as a warning.
+// be retried is logged at info level with the target's status (when it
+// answered) and when the next attempt is due; one that archives the task
+// (a permanent failure, or the last retry) as a warning.
 func (x *urlHandler) logFailure(ctx context.Context, t *htq.Task, err error) {
 	id, _ := htq.GetTaskID(ctx)
 	queue, _ := htq.GetQueueName(ctx)
 	retried, _ := htq.GetRetryCount(ctx)
 	maxRetry, _ := htq.GetMaxRetry(ctx)
+	attrs := []any{"queue", queue, "id", id, "retried", retried}
+	var se *dispatch.StatusError
+	if errors.As(err, &se) {
+		attrs = append(attrs, "status", se.Status)
+	}
 	// Every error is a failure: the URL worker's Server leaves IsFailure unset.
 	if attempt.Archives(retried, maxRetry, errors.Is(err, htq.SkipRetry), true) {
-		x.logger.Warn("URL task archived", "queue", queue, "id", id, "retried", retried, "err", err)
+		x.logger.Warn("URL task archived", append(attrs, "err", err)...)
 		return
 	}
-	x.logger.Debug("URL task will be retried", "queue", queue, "id", id, "retried", retried, "err", err)
+	var re *retryError
+	if errors.As(err, &re) {
+		// The URL worker's RetryDelayFunc (retryDelay) takes this delay.
+		attrs = append(attrs, "next_attempt", time.Now().Add(re.delay).UTC().Format(time.RFC3339Nano), "retry_in", re.delay)
+	}
+	x.logger.Info("URL task attempt failed; it will be retried", append(attrs, "err", err)...)
 }
 
 // permanent archives the task at once.
@@ -187,14 +200,7 @@ func (x *urlHandler) request(id, queue string, retried int, q *model.Queue, p *m
 		return req, fmt.Errorf("task %s: %w", id, err)
 	}
 	req.Body = body
-	switch {
-	case p.TimeoutMS > 0:
-		req.Timeout = time.Duration(p.TimeoutMS) * time.Millisecond
-	case q.DispatchTimeout() > 0:
-		req.Timeout = q.DispatchTimeout()
-	default:
-		req.Timeout = x.timeout
-	}
+	req.Timeout = p.RequestTimeout(q, x.defaults)
 	return req, nil
 }
 
