@@ -103,12 +103,17 @@ func TestChecker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Accepts(ctx, set.Current) {
-		t.Error("accepted the new token within MinAge of the last load")
-	}
-	advance(2 * DefaultMinAge)
+	// The checker loaded the set at this very moment: the new token's
+	// first use waits for MinAge (real time) and reloads.
+	start := time.Now()
 	if !c.Accepts(ctx, set.Current) || !c.Accepts(ctx, first) {
 		t.Error("new token not seen at its first use, or old one dropped within its grace")
+	}
+	if waited := time.Since(start); waited < DefaultMinAge {
+		t.Errorf("reloaded after %v, before MinAge", waited)
+	}
+	if c.Accepts(ctx, "wrong") {
+		t.Error("accepted a wrong token")
 	}
 	if c.IsCurrent(ctx, first) || !c.IsCurrent(ctx, set.Current) {
 		t.Error("IsCurrent")

@@ -15,7 +15,7 @@ const (
 	// DefaultMaxAge is how old the set may get before a check reloads it.
 	DefaultMaxAge = 2 * time.Second
 	// DefaultMinAge is how old the set must be before an unknown token
-	// reloads it (bounding the reads a stream of wrong tokens causes).
+	// reloads it (bounding the loads a stream of wrong tokens causes).
 	DefaultMinAge = 100 * time.Millisecond
 )
 
@@ -25,8 +25,8 @@ type CheckerOptions struct {
 	// DefaultMaxAge), so a rotation through another process is seen within
 	// that time even by holders of the old token.
 	MaxAge time.Duration
-	// MinAge: an unknown token reloads a set older than this (default
-	// DefaultMinAge), so a new token works at its first use.
+	// MinAge: an unknown token reloads a set once it is this old (default
+	// DefaultMinAge), bounding the loads a stream of wrong tokens causes.
 	MinAge time.Duration
 	// OnChange is called with the new current token whenever a load finds
 	// it changed, one call at a time (htq serve mirrors it in the token
@@ -81,22 +81,33 @@ func NewChecker(ctx context.Context, ms broker.MetaStore, opts CheckerOptions) (
 // Current returns the current token as last loaded.
 func (c *Checker) Current() string { return c.snap.Load().set.Current }
 
-// Accepts reports whether tok is accepted, reloading the set first when it
-// is older than MaxAge, or when tok is unknown and the set is older than
-// MinAge. A failed reload keeps the set it had (and is logged).
+// Accepts reports whether tok is accepted. It reloads the set first when
+// it is older than MaxAge. A token it does not accept may be new, from a
+// rotation through another process: the set is then reloaded unless a load
+// began after the call did, once it is MinAge old (the call waits for
+// that), so that a new token is accepted at its first use and unknown
+// tokens cost at most one load per MinAge. A failed reload keeps the set
+// it had (and is logged).
 func (c *Checker) Accepts(ctx context.Context, tok string) bool {
-	now := c.opts.Now()
+	arrived := c.opts.Now()
 	s := c.snap.Load()
-	if now.Sub(s.at) > c.opts.MaxAge {
-		s = c.reload(ctx, c.opts.MaxAge)
+	if arrived.Sub(s.at) > c.opts.MaxAge {
+		s = c.reload(ctx, arrived.Add(-c.opts.MaxAge))
 	}
-	if s.set.Accepts(tok, now) {
+	if s.set.Accepts(tok, arrived) {
 		return true
 	}
-	if now.Sub(s.at) > c.opts.MinAge {
-		s = c.reload(ctx, c.opts.MinAge)
+	if wait := c.opts.MinAge - arrived.Sub(s.at); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
 	}
-	return s.set.Accepts(tok, now)
+	s = c.reload(ctx, arrived)
+	return s.set.Accepts(tok, c.opts.Now())
 }
 
 // IsCurrent reports whether tok is the current token, after the same
@@ -121,15 +132,15 @@ func (c *Checker) Rotate(ctx context.Context, grace time.Duration) (*Set, error)
 	return set, nil
 }
 
-// reload loads the set unless another call did within olderThan.
-func (c *Checker) reload(ctx context.Context, olderThan time.Duration) *snapshot {
+// reload loads the set unless the one held was loaded after since.
+func (c *Checker) reload(ctx context.Context, since time.Time) *snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.opts.Now()
 	s := c.snap.Load()
-	if now.Sub(s.at) <= olderThan {
-		return s // reloaded by the call we waited for
+	if s.at.After(since) {
+		return s // loaded by the call we waited for
 	}
+	now := c.opts.Now()
 	set, err := Load(ctx, c.ms, now)
 	if err != nil {
 		c.opts.Logger.Warn("reload of the API tokens failed; keeping the ones loaded before", "err", err)
