@@ -1,6 +1,7 @@
 // Command htq is the htq task-queue service and its command line:
 // `htq serve` runs the HTTP API, the URL-task dispatcher and the schedule
-// runner (see docs/configuration.md); `htq version` prints the version.
+// runner (see docs/configuration.md); the other commands manage a running
+// service over its API (docs/cli.md).
 package main
 
 import "os"

@@ -57,7 +57,8 @@ var statuses = map[int]error{
 	http.StatusServiceUnavailable:    ErrUnavailable,
 }
 
-// Error is an error answer of the API.
+// Error is an error answer of the API, or a call this client refused to
+// send (Status 0).
 type Error struct {
 	// Status is the HTTP status.
 	Status int
@@ -112,7 +113,8 @@ func errorFrom(status int, data []byte) *Error {
 	return e
 }
 
-// invalidf returns an error wrapping htq.ErrInvalidArgument.
+// invalidf returns an error wrapping htq.ErrInvalidArgument whose message
+// is the formatted text alone.
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", htq.ErrInvalidArgument, fmt.Sprintf(format, args...))
+	return &Error{Message: fmt.Sprintf(format, args...), sentinel: htq.ErrInvalidArgument}
 }

@@ -39,7 +39,7 @@ var schemes = []string{"file", "mem", "redis", "rediss", "redis-sentinel", "redi
 func Open(ctx context.Context, rawURL string) (*Storage, error) {
 	scheme, _, ok := strings.Cut(rawURL, ":")
 	if !ok || scheme == "" {
-		return nil, fmt.Errorf("htq: open %q: %w: no scheme; use one of %s", redact(rawURL), base.ErrUnknownScheme, strings.Join(schemes, ", "))
+		return nil, fmt.Errorf("htq: open %q: %w: no scheme; use one of %s", Redact(rawURL), base.ErrUnknownScheme, strings.Join(schemes, ", "))
 	}
 	switch strings.ToLower(scheme) {
 	case "file":
@@ -61,11 +61,11 @@ func Open(ctx context.Context, rawURL string) (*Storage, error) {
 	case "redis", "rediss", "redis-sentinel", "redis-cluster":
 		b, err := rdb.Open(ctx, rawURL, rdb.Options{})
 		if err != nil {
-			return nil, fmt.Errorf("htq: open %s: %w", redact(rawURL), err)
+			return nil, fmt.Errorf("htq: open %s: %w", Redact(rawURL), err)
 		}
 		return New(b, rawURL), nil
 	default:
-		return nil, fmt.Errorf("htq: open %q: %w %q; use one of %s", redact(rawURL), base.ErrUnknownScheme, scheme, strings.Join(schemes, ", "))
+		return nil, fmt.Errorf("htq: open %q: %w %q; use one of %s", Redact(rawURL), base.ErrUnknownScheme, scheme, strings.Join(schemes, ", "))
 	}
 }
 
@@ -82,7 +82,7 @@ func DataDir(rawURL string) (string, bool) {
 
 // New wraps an open broker; rawURL names it (its password is hidden).
 func New(b broker.Broker, rawURL string) *Storage {
-	return &Storage{b: b, url: redact(rawURL)}
+	return &Storage{b: b, url: Redact(rawURL)}
 }
 
 // BrokerOf returns the broker behind s.
@@ -117,8 +117,8 @@ func Now(ctx context.Context, s *Storage) time.Time {
 	return time.Now()
 }
 
-// redact hides the password of a URL.
-func redact(raw string) string {
+// Redact returns a storage URL with its password hidden.
+func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.User == nil {
 		return raw
