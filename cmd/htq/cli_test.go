@@ -320,6 +320,99 @@ func TestCLIQueuesAndTasks(t *testing.T) {
 	})
 }
 
+// The token commands on each backend: the token is found without being
+// given, shown, rotated with a grace period while htq serve runs, and
+// rotated directly in the storage while none runs.
+func TestCLIToken(t *testing.T) {
+	backends(t, func(t *testing.T, broker string) {
+		p := startBinary(t, broker)
+		generated := tokenRE.FindString(p.stdout.String())
+		if generated == "" {
+			t.Fatalf("no generated token: %q", p.stdout.String())
+		}
+		// The command line reads htq serve's settings: HTQ_ADDR gives the
+		// server, HTQ_BROKER the storage, and the storage the token.
+		addr := strings.TrimPrefix(p.base, "http://")
+		cli := newCLI(t, "HTQ_ADDR="+addr, "HTQ_BROKER="+broker)
+		cli.ok("queue", "ls")
+		if tok := strings.TrimSpace(cli.ok("token", "show")); tok != generated {
+			t.Fatalf("token show = %q, want %q", tok, generated)
+		}
+
+		// Rotation with a grace period, while htq serve runs: through the
+		// service on the embedded store, in Redis directly on Redis.
+		r := cli.run("", "token", "rotate", "--grace", "1h")
+		second := strings.TrimSpace(r.stdout)
+		if r.code != 0 || !tokenRE.MatchString(second) || second == generated || !strings.Contains(r.stderr, "accepted until") {
+			t.Fatalf("token rotate: %+v", r)
+		}
+		for _, tok := range []string{generated, second} {
+			cli.with("HTQ_TOKEN="+tok).ok("queue", "ls")
+		}
+		cli.ok("queue", "ls") // finds the new token by itself
+		var shown tokenReport
+		cli.okJSON(&shown, "token", "show")
+		if shown.Token != second {
+			t.Errorf("token show after rotation: %+v", shown)
+		}
+
+		// Without grace the replaced token stops at once (on Redis, at
+		// htq serve's next reload of the set: within 2 s).
+		var rotated tokenReport
+		cli.okJSON(&rotated, "token", "rotate", "--grace", "0")
+		if rotated.PreviousValidUntil != nil || rotated.Token == second {
+			t.Errorf("token rotate --grace 0: %+v", rotated)
+		}
+		cli.with("HTQ_TOKEN="+rotated.Token).ok("queue", "ls")
+		deadline := time.Now().Add(5 * time.Second)
+		for cli.with("HTQ_TOKEN="+second).run("", "queue", "ls").code != exitAuth {
+			if time.Now().After(deadline) {
+				t.Fatal("the token replaced without grace is still accepted")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cli.with("HTQ_TOKEN="+second).fails(exitAuth, []string{"refused the token from HTQ_TOKEN"}, "queue", "ls")
+		cli.with("HTQ_TOKEN="+generated).ok("queue", "ls") // its hour of grace runs on
+		cli.fails(exitUsage, []string{"--grace"}, "token", "rotate", "--grace", "-1s")
+
+		// With --server, through the API with a given token.
+		cli.with("HTQ_TOKEN="+rotated.Token).okJSON(&rotated, "token", "rotate", "--server", p.base)
+		if rotated.Source != p.base {
+			t.Errorf("token rotate --server: %+v", rotated)
+		}
+
+		// With htq serve stopped, directly in the storage; the next start
+		// takes the new token.
+		p.cmd.Process.Signal(os.Interrupt)
+		p.wait(t, 15*time.Second)
+		if tok := strings.TrimSpace(cli.ok("token", "show")); tok != rotated.Token {
+			t.Errorf("token show with htq serve stopped = %q, want %q", tok, rotated.Token)
+		}
+		r = cli.run("", "token", "rotate", "--grace", "0")
+		offline := strings.TrimSpace(r.stdout)
+		if r.code != 0 || !tokenRE.MatchString(offline) {
+			t.Fatalf("token rotate offline: %+v", r)
+		}
+		p2 := startBinary(t, broker)
+		p2.do(t, offline, "GET", "/v1/queues", nil, http.StatusOK, nil)
+		p2.do(t, rotated.Token, "GET", "/v1/queues", nil, http.StatusUnauthorized, nil)
+
+		cli.with("HTQ_BROKER=file:"+filepath.Join(t.TempDir(), "none")).fails(exitNotFound, []string{"no htq data"}, "token", "show")
+		cli.fails(exitUnavailable, []string{"cannot reach the storage"}, "token", "show", "--broker", "redis://"+freeAddr(t)+"/0")
+		cli.fails(exitUsage, []string{"mem:"}, "token", "show", "--broker", "mem:")
+	})
+}
+
+// A service given --token keeps no token file; htq token rotate through
+// it is refused, and token show says where the token comes from.
+func TestCLITokenConfigured(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startBinary(t, "file:"+dir, "--token", binToken)
+	cli := newCLI(t, "HTQ_SERVER="+p.base, "HTQ_BROKER=file:"+dir)
+	cli.fails(exitUnavailable, []string{"in use", "no readable token file", "--token or HTQ_TOKEN"}, "token", "show")
+	cli.with("HTQ_TOKEN="+binToken).fails(exitUsage, []string{"--token or HTQ_TOKEN", "change it there"}, "token", "rotate")
+}
+
 // htq --version and htq version print the same line: the module version,
 // the Go version and the platform.
 func TestCLIVersion(t *testing.T) {
