@@ -103,6 +103,9 @@ schedules. Settings come from flags, then HTQ_… environment variables, then
 the TOML file given by --config, then the defaults (docs/configuration.md).
 SIGTERM or SIGINT drains: the API stops accepting, running dispatches finish
 or go back to pending, the storage is closed.`,
+		Example: `  htq serve
+  htq serve --broker redis://127.0.0.1:6379/0 --addr :5999
+  HTQ_CONFIG=/etc/htq.toml htq serve`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := resolve(cmd.Flags(), lookupEnv)
