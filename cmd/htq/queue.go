@@ -140,7 +140,7 @@ across all servers (0: no bound); --rate bounds the tasks started per second
 				change.RateBurst = &burst
 			}
 			return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {
-				var q *apiclient.Queue
+				var q *model.QueueView
 				var err error
 				if change == (model.QueueChange{}) {
 					q, err = c.Queue(ctx, args[0])
@@ -178,13 +178,13 @@ func (r *remote) done(v any, format string, args ...any) error {
 
 // queueTable writes one row per queue; live adds today's processed and
 // failed counts, the latency and a total row (htq stats).
-func queueTable(w io.Writer, qs []*apiclient.Queue, live bool) error {
+func queueTable(w io.Writer, qs []*model.QueueView, live bool) error {
 	header := []string{"QUEUE", "MODE", "STATE", "SIZE", "PENDING", "ACTIVE", "SCHEDULED", "RETRY", "ARCHIVED", "COMPLETED"}
 	if live {
 		header = append(header, "PROCESSED", "FAILED", "LATENCY")
 	}
 	t := newTable(w, header...)
-	var total apiclient.QueueStats
+	var total model.StatsView
 	for _, q := range qs {
 		s := &q.Stats
 		cells := []string{q.Name, string(q.Mode), queueState(q), itoa(s.Size), itoa(s.Pending), itoa(s.Active),
@@ -210,7 +210,7 @@ func queueTable(w io.Writer, qs []*apiclient.Queue, live bool) error {
 	return t.flush()
 }
 
-func queueState(q *apiclient.Queue) string {
+func queueState(q *model.QueueView) string {
 	if q.Paused {
 		return "paused"
 	}
@@ -220,7 +220,7 @@ func queueState(q *apiclient.Queue) string {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // printQueue writes one queue as name-value lines.
-func printQueue(w io.Writer, q *apiclient.Queue) error {
+func printQueue(w io.Writer, q *model.QueueView) error {
 	s := &q.Stats
 	t := newTable(w)
 	t.row("queue", q.Name)
@@ -230,7 +230,7 @@ func printQueue(w io.Writer, q *apiclient.Queue) error {
 		t.row("created", when(&q.CreatedAt))
 	}
 	t.row("settings", settingsText(&q.Settings))
-	if p := policiesText(&q.Queue); p != "" {
+	if p := policiesText(q.Queue); p != "" {
 		t.row("policies", p)
 	}
 	t.row("tasks", fmt.Sprintf("%d: %d pending, %d active, %d scheduled, %d retry, %d archived, %d completed, %d aggregating in %d groups",
@@ -240,7 +240,7 @@ func printQueue(w io.Writer, q *apiclient.Queue) error {
 	return t.flush()
 }
 
-func settingsText(s *apiclient.QueueSettings) string {
+func settingsText(s *model.SettingsView) string {
 	parts := []string{"max concurrency " + boundText(s.MaxConcurrency)}
 	if s.RateLimit > 0 {
 		parts = append(parts, fmt.Sprintf("rate %g/s, burst %d", s.RateLimit, s.RateBurst))

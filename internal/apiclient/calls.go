@@ -10,68 +10,9 @@ import (
 	"github.com/htqueue/htq/internal/model"
 )
 
-// Queue is a queue as the API shows it: its record, the storage's
-// settings and a snapshot of its tasks.
-type Queue struct {
-	model.Queue
-	Paused   bool          `json:"paused"`
-	Settings QueueSettings `json:"settings"`
-	Stats    QueueStats    `json:"stats"`
-}
-
-// QueueSettings are the storage's settings of a queue.
-type QueueSettings struct {
-	MaxConcurrency int     `json:"max_concurrency"`
-	RateLimit      float64 `json:"rate_limit"`
-	RateBurst      int     `json:"rate_burst"`
-	LeaseMS        int64   `json:"lease_ms"`
-}
-
-// QueueStats is a snapshot of a queue's tasks; Processed and Failed count
-// today's (UTC), the Total fields every day's.
-type QueueStats struct {
-	Size           int       `json:"size"`
-	Pending        int       `json:"pending"`
-	Active         int       `json:"active"`
-	Scheduled      int       `json:"scheduled"`
-	Retry          int       `json:"retry"`
-	Archived       int       `json:"archived"`
-	Completed      int       `json:"completed"`
-	Aggregating    int       `json:"aggregating"`
-	Groups         int       `json:"groups"`
-	Processed      int       `json:"processed"`
-	Failed         int       `json:"failed"`
-	ProcessedTotal int       `json:"processed_total"`
-	FailedTotal    int       `json:"failed_total"`
-	LatencyMS      int64     `json:"latency_ms"`
-	MemoryBytes    int64     `json:"memory_bytes"`
-	Timestamp      time.Time `json:"timestamp"`
-}
-
-// InState returns how many of the queue's tasks are in state (a TaskState
-// name); 0 for an unknown name.
-func (s *QueueStats) InState(state string) int {
-	switch state {
-	case "pending":
-		return s.Pending
-	case "active":
-		return s.Active
-	case "scheduled":
-		return s.Scheduled
-	case "retry":
-		return s.Retry
-	case "archived":
-		return s.Archived
-	case "completed":
-		return s.Completed
-	case "aggregating":
-		return s.Aggregating
-	}
-	return 0
-}
-
-// Task is a task as the API shows it. Payload and Result hold JSON when
-// the bytes were JSON; else the Base64 fields hold them.
+// Task is a task as the API shows it (internal/api's taskJSON). Payload
+// and Result hold the bytes when they are JSON; else the Base64 fields
+// hold them.
 type Task struct {
 	ID            string          `json:"id"`
 	Queue         string          `json:"queue"`
@@ -167,31 +108,45 @@ type Group struct {
 }
 
 // Queues lists every queue: GET /v1/queues.
-func (c *Client) Queues(ctx context.Context) ([]*Queue, error) {
+func (c *Client) Queues(ctx context.Context) ([]*model.QueueView, error) {
 	var out struct {
-		Queues []*Queue `json:"queues"`
+		Queues []*model.QueueView `json:"queues"`
 	}
-	err := c.do(ctx, "GET", path("queues"), nil, nil, &out)
-	return out.Queues, err
+	if err := c.do(ctx, "GET", path("queues"), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	for _, q := range out.Queues {
+		withRecord(q)
+	}
+	return out.Queues, nil
+}
+
+// withRecord gives a queue view without record fields an empty record, so
+// that its fields can be read.
+func withRecord(q *model.QueueView) *model.QueueView {
+	if q.Queue == nil {
+		q.Queue = &model.Queue{}
+	}
+	return q
 }
 
 // Queue returns one queue: GET /v1/queues/{queue}.
-func (c *Client) Queue(ctx context.Context, name string) (*Queue, error) {
-	var out Queue
+func (c *Client) Queue(ctx context.Context, name string) (*model.QueueView, error) {
+	var out model.QueueView
 	if err := c.do(ctx, "GET", path("queues", name), nil, nil, &out); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return withRecord(&out), nil
 }
 
 // UpdateQueue changes a queue's policies and settings: PATCH
 // /v1/queues/{queue}.
-func (c *Client) UpdateQueue(ctx context.Context, name string, change *model.QueueChange) (*Queue, error) {
-	var out Queue
+func (c *Client) UpdateQueue(ctx context.Context, name string, change *model.QueueChange) (*model.QueueView, error) {
+	var out model.QueueView
 	if err := c.do(ctx, "PATCH", path("queues", name), nil, change, &out); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return withRecord(&out), nil
 }
 
 // DeleteQueue deletes a queue: DELETE /v1/queues/{queue}; with force its
