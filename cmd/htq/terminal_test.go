@@ -120,6 +120,8 @@ func TestCLIStatsOnTerminal(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("htq stats after q: %v\n%q", err, term.output())
 	}
+	// The last bytes may still be on their way through the terminal.
+	term.waitFor(t, 5*time.Second, "\x1b[?25h\x1b[?1049l")
 	if out := term.output(); !strings.HasSuffix(strings.TrimRight(out, "\r\n"), "\x1b[?25h\x1b[?1049l") {
 		t.Errorf("the terminal was not given back: ends %q", out[max(0, len(out)-40):])
 	}
