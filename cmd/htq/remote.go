@@ -22,7 +22,6 @@ import (
 	"github.com/htqueue/htq/internal/storage"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 )
 
 // remote is how a command reaches a running htq serve: the flags every
@@ -238,12 +237,6 @@ func (t *table) row(cells ...string) {
 }
 
 func (t *table) flush() error { return t.tw.Flush() }
-
-// isTerminal reports whether f is a terminal.
-func isTerminal(f any) bool {
-	file, ok := f.(*os.File)
-	return ok && term.IsTerminal(int(file.Fd()))
-}
 
 // when formats a time for a table: local time, "-" for none.
 func when(t *time.Time) string {

@@ -56,7 +56,7 @@ type Client struct {
 // host:port, taken as http. A malformed address is an error wrapping
 // htq.ErrInvalidArgument.
 func New(server string, opts Options) (*Client, error) {
-	u, err := ParseServer(server)
+	u, err := parseServer(server)
 	if err != nil {
 		return nil, err
 	}
@@ -73,8 +73,8 @@ func New(server string, opts Options) (*Client, error) {
 		hc: &http.Client{Transport: opts.Transport, Timeout: opts.Timeout}}, nil
 }
 
-// ParseServer reads a service address as New does.
-func ParseServer(server string) (*url.URL, error) {
+// parseServer reads a service address as New does.
+func parseServer(server string) (*url.URL, error) {
 	s := strings.TrimSpace(server)
 	if s == "" {
 		return nil, invalidf("server address is empty; want e.g. %s", DefaultServer)
