@@ -42,7 +42,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "htq: %s\n", strings.TrimPrefix(err.Error(), "htq: "))
+	msg := strings.TrimPrefix(err.Error(), "htq: ")
+	fmt.Fprintf(stderr, "htq: %s\n", strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " "))
 	return exitCode(err)
 }
 
