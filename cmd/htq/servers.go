@@ -45,7 +45,7 @@ func newServersCmd(r *remote) *cobra.Command {
 					}
 					slices.Sort(queues)
 					t.row(s.ID, s.Host, itoa(s.PID), s.Status, when(&s.Started),
-						fmt.Sprintf("%d/%d", len(s.ActiveWorkers), s.Concurrency), clip(strings.Join(queues, ","), 60))
+						fmt.Sprintf("%d/%d", len(s.ActiveTasks), s.Concurrency), clip(strings.Join(queues, ","), 60))
 				}
 				return t.flush()
 			})

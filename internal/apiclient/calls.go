@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/model"
 )
 
@@ -77,28 +78,6 @@ type Rotated struct {
 	// PreviousValidUntil is when the replaced token stops being accepted;
 	// nil when it stopped at once.
 	PreviousValidUntil *time.Time `json:"previous_valid_until,omitempty"`
-}
-
-// Server is a running htq Server (a Go program, or the URL worker of an
-// htq serve) as GET /v1/servers shows it.
-type Server struct {
-	ID             string         `json:"id"`
-	Host           string         `json:"host"`
-	PID            int            `json:"pid"`
-	Concurrency    int            `json:"concurrency"`
-	Queues         map[string]int `json:"queues"`
-	StrictPriority bool           `json:"strict_priority"`
-	Started        time.Time      `json:"started"`
-	Status         string         `json:"status"`
-	ActiveWorkers  []*Worker      `json:"active_workers"`
-}
-
-// Worker is one task a server runs.
-type Worker struct {
-	TaskID  string    `json:"task_id"`
-	Queue   string    `json:"queue"`
-	Type    string    `json:"type"`
-	Started time.Time `json:"started"`
 }
 
 // Group is a group of a queue's aggregating tasks.
@@ -256,10 +235,11 @@ func (c *Client) DeleteSchedule(ctx context.Context, id string) error {
 	return c.do(ctx, "DELETE", path("schedules", id), nil, nil, nil)
 }
 
-// Servers lists the running servers: GET /v1/servers.
-func (c *Client) Servers(ctx context.Context) ([]*Server, error) {
+// Servers lists the running servers: GET /v1/servers, each as the
+// presence record the server keeps in the storage.
+func (c *Client) Servers(ctx context.Context) ([]*base.ServerInfo, error) {
 	var out struct {
-		Servers []*Server `json:"servers"`
+		Servers []*base.ServerInfo `json:"servers"`
 	}
 	err := c.do(ctx, "GET", path("servers"), nil, nil, &out)
 	return out.Servers, err
