@@ -10,7 +10,7 @@ require (
 	github.com/redis/rueidis v1.0.79 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 )
 
 replace github.com/htqueue/htq => ../..

@@ -23,7 +23,8 @@ record it can still read into the new directory DST, skipping damaged pages. The
 replace SRC with DST and start again. Tasks on damaged pages are lost; the report
 says how many ranges were skipped. Neither directory may be in use. On a healthy
 directory it compacts the data file to the size of the live data.`,
-		Args: cobra.ExactArgs(2),
+		Example: "  htq recover ./htq-data ./htq-data.recovered",
+		Args:    wantArgs("SRC", "DST"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src := strings.TrimPrefix(args[0], "file:")
 			dst := strings.TrimPrefix(args[1], "file:")

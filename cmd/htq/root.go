@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -18,52 +15,83 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes of htq.
-const (
-	exitOK    = 0
-	exitError = 1 // the service failed, or could not start
-	exitUsage = 2 // bad flags, environment or config file
-)
-
 // usageError marks an error in how htq was called or configured.
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-// run runs htq with args and returns its exit code.
+// usagef returns a usageError with a formatted message.
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// app is what every command is given instead of reaching for package os:
+// the standard streams and the environment.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	lookupEnv      func(string) (string, bool)
+}
+
+// run runs htq with args and returns its exit code (docs/cli.md lists
+// them). Every failure is one line on stderr: "htq: " and what went wrong.
 func run(args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd(stdout, stderr, os.LookupEnv)
+	a := &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv}
+	root := newRootCmd(a)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
 		return exitOK
 	}
-	// Errors of the library already start with "htq: ".
-	msg := err.Error()
-	if !strings.HasPrefix(msg, "htq: ") {
-		msg = "htq: " + msg
-	}
-	fmt.Fprintln(stderr, msg)
-	var ue usageError
-	if errors.As(err, &ue) || errors.Is(err, service.ErrInvalidConfig) {
-		return exitUsage
-	}
-	return exitError
+	msg := strings.TrimPrefix(err.Error(), "htq: ")
+	fmt.Fprintf(stderr, "htq: %s\n", strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " "))
+	return exitCode(err)
 }
 
-func newRootCmd(stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *cobra.Command {
+func newRootCmd(a *app) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "htq",
-		Short:         "htq: a task queue for every language, over HTTP",
+		Use:   "htq",
+		Short: "htq: a task queue for every language, over HTTP",
+		Long: `htq runs the task-queue service (htq serve) and manages a running one: its
+queues, tasks, schedules and token. The commands that talk to a service find
+it with --server (env HTQ_SERVER, default http://127.0.0.1:5999) and the
+token with --token (env HTQ_TOKEN); on the service's own machine they find
+both in htq serve's settings and data (docs/cli.md).`,
+		Example: `  htq queue ls
+  htq task ls mail --state retry
+  htq enqueue hooks --url https://example.com/hook --in 10m
+  htq stats`,
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newServeCmd(stdout, stderr, lookupEnv), newVersionCmd(stdout), newRecoverCmd(stdout))
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usagef("%v (see %s --help)", err, c.CommandPath())
+	})
+	root.AddCommand(newServeCmd(a.stdout, a.stderr, a.lookupEnv), newVersionCmd(a.stdout), newRecoverCmd(a.stdout))
+	addRemoteCommands(root, a)
+	makeGroup(root)
 	return root
+}
+
+// makeGroup makes a command that only holds subcommands print its help
+// when called alone, and refuse an unknown subcommand in one line (cobra
+// would print the help, or several lines of suggestions).
+func makeGroup(cmd *cobra.Command) {
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+		}
+		return usageError{fmt.Errorf("%s; see %s --help", msg, c.CommandPath())}
+	}
+	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 }
 
 func newServeCmd(stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *cobra.Command {
@@ -76,6 +104,9 @@ schedules. Settings come from flags, then HTQ_… environment variables, then
 the TOML file given by --config, then the defaults (docs/configuration.md).
 SIGTERM or SIGINT drains: the API stops accepting, running dispatches finish
 or go back to pending, the storage is closed.`,
+		Example: `  htq serve
+  htq serve --storage redis://127.0.0.1:6379/0 --addr :5999
+  HTQ_CONFIG=/etc/htq.toml htq serve`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := resolve(cmd.Flags(), lookupEnv)
@@ -133,40 +164,4 @@ func serve(ctx context.Context, o *serveOptions, stdout, stderr io.Writer) error
 		return err
 	}
 	return svc.Err()
-}
-
-// version is set at build time with -ldflags "-X main.version=…"; without
-// it the module version from the build information is shown.
-var version = ""
-
-func newVersionCmd(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print htq's version",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(stdout, "htq %s %s %s/%s\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			return err
-		},
-	}
-}
-
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	v := "(devel)"
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	if info.Main.Version != "" {
-		v = info.Main.Version
-	}
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
-		}
-	}
-	return v
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/apitoken"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/htqcompat"
@@ -40,8 +41,13 @@ type Options struct {
 	// Storage holds the queues. Required.
 	Storage *htq.Storage
 	// Token is the bearer token every /v1 call must present
-	// ("Authorization: Bearer <token>"). Required.
+	// ("Authorization: Bearer <token>"), when the service is configured
+	// with one. Set Token or Tokens.
 	Token string
+	// Tokens, when set, decides which bearer tokens are accepted: those
+	// stored with the data, which POST /v1/token/rotate rotates. Token is
+	// then ignored.
+	Tokens *apitoken.Checker
 	// HTQAppKey and HTQAppToken are the credentials of the HTQ-compatible
 	// /api/* endpoints (form fields app_key and app_token). When both are
 	// empty those endpoints refuse every call with error_code 1000.
@@ -140,8 +146,8 @@ func New(opts Options) (http.Handler, error) {
 	if opts.Storage == nil {
 		return nil, errors.New("api: Options.Storage is nil")
 	}
-	if opts.Token == "" {
-		return nil, errors.New("api: Options.Token is empty; every /v1 call needs a token")
+	if opts.Token == "" && opts.Tokens == nil {
+		return nil, errors.New("api: Options.Token is empty and Options.Tokens nil; every /v1 call needs a token")
 	}
 	if opts.CompletedRetention < 0 {
 		return nil, fmt.Errorf("api: Options.CompletedRetention %v is negative", opts.CompletedRetention)
@@ -264,6 +270,8 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 	v1("POST /v1/queues/{queue}/tasks/{id}/ack", h.ack)
 	v1("POST /v1/queues/{queue}/tasks/{id}/fail", h.fail)
 	v1("POST /v1/queues/{queue}/tasks/{id}/heartbeat", h.heartbeat)
+
+	v1("POST /v1/token/rotate", h.rotateToken)
 
 	v1("GET /v1/schedules", h.listSchedules)
 	v1("POST /v1/schedules", h.createSchedule)

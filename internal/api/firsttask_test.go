@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/model"
 )
 
 // Typed and URL tasks racing to be the first of a new queue: one kind wins
@@ -50,7 +51,7 @@ func TestFirstTaskRaceMixedKinds(t *testing.T) {
 			if status[http.StatusCreated]+status[http.StatusConflict] != 16 {
 				t.Fatalf("round %d: statuses %v", round, status)
 			}
-			var q queueJSON
+			var q model.QueueView
 			e.must(http.StatusOK, "GET", "/v1/queues/"+queue, nil, &q)
 			want := "typed"
 			if q.Mode.IsURL() {
@@ -95,7 +96,7 @@ func TestRepairQueueMode(t *testing.T) {
 		if err := e.meta.DeleteMeta(t.Context(), "queue/broken"); err != nil {
 			t.Fatal(err)
 		}
-		var q queueJSON
+		var q model.QueueView
 		e.must(http.StatusOK, "GET", "/v1/queues/broken", nil, &q)
 		if q.Mode != "pull" {
 			t.Fatalf("mode %s, want pull", q.Mode)
@@ -110,7 +111,7 @@ func TestRepairQueueMode(t *testing.T) {
 		}
 		e.must(http.StatusCreated, "POST", "/v1/queues/broken/tasks", map[string]any{"url": "http://example.com/2"}, nil)
 		// And back, dropping the URL policies; a bad mode is a 400.
-		q = queueJSON{} // absent fields must read as zero
+		q = model.QueueView{} // absent fields must read as zero
 		e.must(http.StatusOK, "PATCH", "/v1/queues/broken?force=1", map[string]any{"mode": "pull"}, &q)
 		if q.Mode != "pull" || q.Settings.MaxConcurrency != 0 || q.MinBackoffMS != 0 {
 			t.Errorf("back to pull: %+v %+v", q.Queue, q.Settings)

@@ -149,7 +149,7 @@ func testHTQ(t *testing.T, e *env, multi bool) {
 	if len(scan) != 1 || !strings.Contains(string(scan[0].Payload), `"variable":{"interval_s":0}`) {
 		t.Errorf("variable task %v", scan)
 	}
-	var q queueJSON
+	var q model.QueueView
 	e.must(http.StatusOK, "GET", "/v1/queues/auto", nil, &q)
 	if q.Mode != model.ModeRealTime || q.Settings.MaxConcurrency != 1 {
 		t.Errorf("auto-created queue %+v %+v", q.Queue, q.Settings)

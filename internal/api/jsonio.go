@@ -99,17 +99,29 @@ func jsonError(err error) error {
 	return invalid("request body: " + err.Error())
 }
 
-// auth lets a request through only with the bearer token, compared in
+// auth lets a request through only with an accepted bearer token: the
+// configured one, or one of the stored set (apitoken), compared in
 // constant time.
 func (h *handler) auth(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), h.token) != 1 {
+		got, ok := bearer(r)
+		if ok && h.opts.Tokens != nil {
+			ok = h.opts.Tokens.Accepts(r.Context(), got)
+		} else if ok {
+			ok = subtle.ConstantTimeCompare([]byte(got), h.token) == 1
+		}
+		if !ok {
 			h.writeError(w, r, fmt.Errorf("%w: missing or wrong bearer token (send \"Authorization: Bearer <token>\")", errUnauthorized))
 			return
 		}
 		next(w, r)
 	})
+}
+
+// bearer returns the request's bearer token.
+func bearer(r *http.Request) (string, bool) {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return strings.TrimSpace(got), ok
 }
 
 // seconds converts a number of seconds to a duration, refusing NaN and

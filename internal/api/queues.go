@@ -23,57 +23,6 @@ type queueRequest struct {
 	model.QueueChange
 }
 
-type settingsJSON struct {
-	MaxConcurrency int     `json:"max_concurrency"`
-	RateLimit      float64 `json:"rate_limit"`
-	RateBurst      int     `json:"rate_burst"`
-	LeaseMS        int64   `json:"lease_ms"`
-}
-
-type statsJSON struct {
-	Size           int       `json:"size"`
-	Pending        int       `json:"pending"`
-	Active         int       `json:"active"`
-	Scheduled      int       `json:"scheduled"`
-	Retry          int       `json:"retry"`
-	Archived       int       `json:"archived"`
-	Completed      int       `json:"completed"`
-	Aggregating    int       `json:"aggregating"`
-	Groups         int       `json:"groups"`
-	Processed      int       `json:"processed"`
-	Failed         int       `json:"failed"`
-	ProcessedTotal int       `json:"processed_total"`
-	FailedTotal    int       `json:"failed_total"`
-	LatencyMS      int64     `json:"latency_ms"`
-	MemoryBytes    int64     `json:"memory_bytes"`
-	Timestamp      time.Time `json:"timestamp"`
-}
-
-// queueJSON is a queue as the API shows it: its record, the storage's
-// settings and a snapshot of its tasks.
-type queueJSON struct {
-	*model.Queue
-	Paused   bool         `json:"paused"`
-	Settings settingsJSON `json:"settings"`
-	Stats    statsJSON    `json:"stats"`
-}
-
-func newQueueJSON(q *model.Queue, info *htq.QueueInfo) *queueJSON {
-	out := &queueJSON{Queue: q}
-	if info == nil {
-		return out
-	}
-	out.Paused = info.Paused
-	out.Settings = settingsJSON{MaxConcurrency: info.Settings.MaxConcurrency, RateLimit: info.Settings.RateLimit,
-		RateBurst: info.Settings.RateBurst, LeaseMS: info.Settings.LeaseDuration.Milliseconds()}
-	out.Stats = statsJSON{Size: info.Size, Pending: info.Pending, Active: info.Active, Scheduled: info.Scheduled,
-		Retry: info.Retry, Archived: info.Archived, Completed: info.Completed, Aggregating: info.Aggregating,
-		Groups: info.Groups, Processed: info.Processed, Failed: info.Failed, ProcessedTotal: info.ProcessedTotal,
-		FailedTotal: info.FailedTotal, LatencyMS: info.Latency.Milliseconds(), MemoryBytes: info.MemoryUsage,
-		Timestamp: info.Timestamp.UTC()}
-	return out
-}
-
 // lookupQueue returns a queue's record and its storage snapshot. A queue
 // the storage knows without a record (made by Go clients) is a pull queue;
 // a queue known to neither is ErrQueueNotFound. info is nil for a record
@@ -141,7 +90,7 @@ func (h *handler) createQueue(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, newQueueJSON(q, info))
+	writeJSON(w, http.StatusCreated, model.NewQueueView(q, info))
 }
 
 // getQueue: GET /v1/queues/{queue}.
@@ -151,7 +100,7 @@ func (h *handler) getQueue(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newQueueJSON(q, info))
+	writeJSON(w, http.StatusOK, model.NewQueueView(q, info))
 }
 
 // listQueues: GET /v1/queues lists every queue, defined or known to the
@@ -177,8 +126,8 @@ func (h *handler) listQueues(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(names)
 	out := struct {
-		Queues []*queueJSON `json:"queues"`
-	}{Queues: make([]*queueJSON, 0, len(names))}
+		Queues []*model.QueueView `json:"queues"`
+	}{Queues: make([]*model.QueueView, 0, len(names))}
 	for _, name := range names {
 		q := byName[name]
 		if q == nil {
@@ -189,7 +138,7 @@ func (h *handler) listQueues(w http.ResponseWriter, r *http.Request) {
 			h.writeError(w, r, err)
 			return
 		}
-		out.Queues = append(out.Queues, newQueueJSON(q, info))
+		out.Queues = append(out.Queues, model.NewQueueView(q, info))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -278,7 +227,7 @@ func (h *handler) updateQueue(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newQueueJSON(q, info))
+	writeJSON(w, http.StatusOK, model.NewQueueView(q, info))
 }
 
 // deleteQueue: DELETE /v1/queues/{queue}[?force=true]. Without force a

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/htqueue/htq/internal/model"
 )
 
 // TestHTQAddQueueCompletedRetention: HTQ's addQueue takes the queue's
@@ -15,7 +17,7 @@ func TestHTQAddQueueCompletedRetention(t *testing.T) {
 		if status != http.StatusOK || string(data) != `{"error_code":0,"message":"添加成功"}` {
 			t.Fatalf("addQueue: %d %s", status, data)
 		}
-		var q queueJSON
+		var q model.QueueView
 		e.must(http.StatusOK, "GET", "/v1/queues/kept", nil, &q)
 		if q.CompletedRetentionS != 60 {
 			t.Errorf("completed_retention_s %d, want 60", q.CompletedRetentionS)

@@ -109,7 +109,7 @@ func TestURLTasks(t *testing.T) {
 		// A URL task into a new queue defines it as real_time, with one
 		// task at a time.
 		e.must(http.StatusCreated, "POST", "/v1/queues/fresh/tasks", map[string]any{"url": "http://example.com/"}, nil)
-		var q queueJSON
+		var q model.QueueView
 		e.must(http.StatusOK, "GET", "/v1/queues/fresh", nil, &q)
 		if q.Mode != "real_time" || q.Settings.MaxConcurrency != 1 || q.Stats.Pending != 1 {
 			t.Errorf("fresh queue %+v %+v", q.Queue, q)
@@ -154,12 +154,12 @@ func TestBatch(t *testing.T) {
 
 func TestQueues(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		var q queueJSON
+		var q model.QueueView
 		e.must(http.StatusCreated, "POST", "/v1/queues", map[string]any{
 			"name": "mail", "mode": "real_time", "max_concurrency": 4, "rate_limit": 50, "rate_burst": 5, "lease_ms": 60000,
 			"max_attempts": 5, "min_backoff_ms": 500, "max_backoff_ms": 60000, "dispatch_timeout_ms": 10000, "retry_4xx": true,
 		}, &q)
-		if q.Mode != "real_time" || q.Settings != (settingsJSON{MaxConcurrency: 4, RateLimit: 50, RateBurst: 5, LeaseMS: 60000}) ||
+		if q.Mode != "real_time" || q.Settings != (model.SettingsView{MaxConcurrency: 4, RateLimit: 50, RateBurst: 5, LeaseMS: 60000}) ||
 			q.MaxAttempts != 5 || q.MinBackoffMS != 500 || !q.Retry4xx || q.CreatedAt.IsZero() {
 			t.Errorf("created %+v %+v", q.Queue, q.Settings)
 		}
@@ -185,7 +185,7 @@ func TestQueues(t *testing.T) {
 		if _, err := htq.NewClient(e.st).Enqueue(htq.NewTask("go", nil), htq.Queue("gojobs")); err != nil {
 			t.Fatal(err)
 		}
-		var list struct{ Queues []*queueJSON }
+		var list struct{ Queues []*model.QueueView }
 		e.must(http.StatusOK, "GET", "/v1/queues", nil, &list)
 		if len(list.Queues) != 2 || list.Queues[0].Name != "gojobs" || list.Queues[0].Mode != "pull" || list.Queues[0].Stats.Pending != 1 ||
 			list.Queues[1].Name != "mail" || !list.Queues[1].Paused {
@@ -358,7 +358,7 @@ func TestBadRequests(t *testing.T) {
 					t.Errorf("queue %s holds %d tasks after bad requests", q, n)
 				}
 			}
-			var list struct{ Queues []*queueJSON }
+			var list struct{ Queues []*model.QueueView }
 			e.must(http.StatusOK, "GET", "/v1/queues", nil, &list)
 			if len(list.Queues) != 2 {
 				for _, q := range list.Queues {

@@ -2,8 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,27 +11,9 @@ import (
 	"github.com/htqueue/htq/webhook"
 )
 
-// MetaStore keys of the secrets the service keeps with the data.
-const (
-	// TokenKey holds the generated API token.
-	TokenKey = "service/token"
-	// SigningSecretKey holds the generated webhook signing secret.
-	SigningSecretKey = "service/signing-secret"
-)
-
-// tokenPrefix starts every generated API token, so a leaked one is easy
-// to recognise (and to search for in logs and repositories).
-const tokenPrefix = "htq_"
-
-// generateToken returns a new random API token: "htq_" and 32 random
-// bytes in unpadded base64url.
-func generateToken() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generate token: %w", err)
-	}
-	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b), nil
-}
+// SigningSecretKey is the MetaStore key of the generated webhook signing
+// secret. (The API token's records are package apitoken's.)
+const SigningSecretKey = "service/signing-secret"
 
 // storedSecret returns the value under key, generating and storing one
 // with gen when there is none. created is true only for the process whose

@@ -29,6 +29,7 @@ import (
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/api"
+	"github.com/htqueue/htq/internal/apitoken"
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/dispatch"
 	"github.com/htqueue/htq/internal/metrics"
@@ -55,8 +56,10 @@ type Service struct {
 	// URL worker's refresher calls it, one call at a time).
 	lastList time.Time
 
-	// token is the API token in force (configured or stored).
-	token string
+	// token is the configured API token; tokens holds the stored set when
+	// none is configured.
+	token  string
+	tokens *apitoken.Checker
 
 	// apiCtx bounds the API handler's background work; cancelled at
 	// shutdown so long-polling pull workers return at once.
@@ -147,6 +150,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	handler, err := api.New(api.Options{
 		Storage:          s.storage,
 		Token:            s.token,
+		Tokens:           s.tokens,
 		HTQAppKey:        cfg.HTQAppKey,
 		HTQAppToken:      cfg.HTQAppToken,
 		Location:         loc,
@@ -211,14 +215,38 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 func (s *Service) loadSecrets(ctx context.Context) (*webhook.Signer, error) {
 	var shown []string
 	s.token = s.cfg.Token
+	dataDir, embedded := storage.DataDir(s.cfg.Storage)
+	if s.token != "" && embedded {
+		// A token file left by a run without --token would mislead htq's
+		// command line.
+		if err := apitoken.RemoveFile(dataDir); err != nil {
+			return nil, fmt.Errorf("service: %w", err)
+		}
+	}
 	if s.token == "" {
-		tok, created, err := storedSecret(ctx, s.meta, TokenKey, generateToken)
+		tok, created, err := storedSecret(ctx, s.meta, apitoken.CurrentKey, apitoken.Generate)
 		if err != nil {
 			return nil, fmt.Errorf("service: API token: %w", err)
 		}
-		s.token = tok
 		if created {
 			shown = append(shown, "API token (send it as \"Authorization: Bearer <token>\"):\n\n    "+tok+"\n")
+		}
+		var onChange func(string)
+		if embedded {
+			// The command line finds the token in this file while this
+			// process holds the data directory locked.
+			onChange = func(cur string) {
+				if err := apitoken.WriteFile(dataDir, cur); err != nil {
+					s.logger.Error("cannot mirror the rotated API token in the data directory", "err", err)
+				}
+			}
+			if err := apitoken.WriteFile(dataDir, tok); err != nil {
+				return nil, fmt.Errorf("service: %w", err)
+			}
+		}
+		s.tokens, err = apitoken.NewChecker(ctx, s.meta, apitoken.CheckerOptions{OnChange: onChange, Logger: s.logger})
+		if err != nil {
+			return nil, fmt.Errorf("service: API token: %w", err)
 		}
 	}
 	secrets := s.cfg.SigningSecrets
@@ -320,9 +348,14 @@ func (s *Service) URL() string {
 	return "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port))
 }
 
-// Token returns the API token in force (configured, or stored with the
-// data).
-func (s *Service) Token() string { return s.token }
+// Token returns the API token in force: the configured one, or the
+// current one stored with the data (which a rotation changes).
+func (s *Service) Token() string {
+	if s.tokens != nil {
+		return s.tokens.Current()
+	}
+	return s.token
+}
 
 // Ready is closed once the service takes requests (Start closes it before
 // it returns).

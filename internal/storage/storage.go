@@ -44,7 +44,7 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Storage, er
 	}
 	switch strings.ToLower(scheme) {
 	case "file":
-		path := strings.TrimPrefix(rawURL[len(scheme)+1:], "//")
+		path, _ := DataDir(rawURL)
 		if path == "" {
 			return nil, fmt.Errorf("htq: open %q: %w: file: needs a directory path, e.g. file:./htq-data", rawURL, base.ErrInvalidArgument)
 		}
@@ -68,6 +68,17 @@ func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*Storage, er
 	default:
 		return nil, fmt.Errorf("htq: open %q: %w %q; use one of %s", base.RedactURL(rawURL), base.ErrUnknownScheme, scheme, strings.Join(schemes, ", "))
 	}
+}
+
+// DataDir returns the data directory a file: URL names ("file:./htq-data"
+// and "file://./htq-data" both name ./htq-data) and true, or "" and false
+// for a URL of another scheme. The path of "file:" alone is "".
+func DataDir(rawURL string) (string, bool) {
+	scheme, rest, ok := strings.Cut(rawURL, ":")
+	if !ok || !strings.EqualFold(scheme, "file") {
+		return "", false
+	}
+	return strings.TrimPrefix(rest, "//"), true
 }
 
 // New wraps an open broker; rawURL names it (its password is hidden).

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/apiclient"
+	"github.com/spf13/cobra"
+)
+
+// taskStates lists the states `htq task ls --state` takes.
+var taskStates = []string{"pending", "active", "scheduled", "retry", "archived", "completed", "aggregating"}
+
+// taskVerb is a command that acts on tasks: its name, what the API calls
+// the action, the past tense for reports, and the states --all applies to
+// (none: no --all).
+type taskVerb struct {
+	name   string
+	action apiclient.TaskAction
+	done   string
+	short  string
+	states []string
+}
+
+var taskVerbs = []taskVerb{
+	{"run", apiclient.ActionRun, "queued to run", "Run a scheduled, retry, archived or aggregating task now (it becomes pending)",
+		[]string{"scheduled", "retry", "archived", "aggregating"}},
+	{"archive", apiclient.ActionArchive, "archived", "Archive a task that is not running (it stays, without running, until deleted or run)",
+		[]string{"pending", "scheduled", "retry", "aggregating"}},
+	{"rm", apiclient.ActionDelete, "deleted", "Delete a task that is not running",
+		[]string{"pending", "scheduled", "retry", "archived", "completed", "aggregating"}},
+	{"cancel", apiclient.ActionCancel, "asked to cancel", "Ask whoever runs an active task to stop it (the worker decides its outcome)", nil},
+}
+
+func newTaskCmd(r *remote) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "task",
+		Short: "List, inspect, run, archive, delete and cancel tasks",
+		Example: `  htq task ls mail --state retry
+  htq task inspect mail 1b0e4c4e-…
+  htq task run mail --state archived --all`,
+	}
+	makeGroup(cmd)
+	cmd.AddCommand(newTaskLsCmd(r), newTaskInspectCmd(r))
+	for _, v := range taskVerbs {
+		cmd.AddCommand(newTaskActCmd(r, v))
+	}
+	return cmd
+}
+
+// stateFlag checks a --state value against the states allowed.
+func stateFlag(state string, allowed []string) error {
+	if !slices.Contains(allowed, state) {
+		return usagef("--state %q: want one of %s", state, strings.Join(allowed, ", "))
+	}
+	return nil
+}
+
+func newTaskLsCmd(r *remote) *cobra.Command {
+	var state, group string
+	var page, size int
+	cmd := &cobra.Command{
+		Use:     "ls QUEUE",
+		Aliases: []string{"list"},
+		Short:   "List a queue's tasks in one state, a page at a time",
+		Example: "  htq task ls mail\n  htq task ls mail --state retry --size 100 --page 2\n  htq task ls digest --state aggregating --group user:42",
+		Args:    wantArgs("QUEUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := stateFlag(state, taskStates); err != nil {
+				return err
+			}
+			if state == "aggregating" && group == "" {
+				return usagef("--state aggregating needs --group (htq group ls %s lists them)", args[0])
+			}
+			if page < 1 {
+				return usagef("--page %d: pages count from 1", page)
+			}
+			if size < 1 || size > 1000 {
+				return usagef("--size %d: want 1 to 1000", size)
+			}
+			return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {
+				list, err := c.Tasks(ctx, args[0], apiclient.ListQuery{State: state, Group: group, Page: page, PageSize: size})
+				if err != nil {
+					return err
+				}
+				if r.json {
+					return printJSON(r.stdout, list)
+				}
+				if err := taskTable(r.stdout, state, list.Tasks); err != nil {
+					return err
+				}
+				if list.NextPage > 0 {
+					fmt.Fprintf(r.stderr, "more: htq task ls %s --state %s --size %d --page %d\n", args[0], state, size, list.NextPage)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "pending", "tasks in this state: "+strings.Join(taskStates, ", "))
+	cmd.Flags().StringVar(&group, "group", "", "the group, for --state aggregating")
+	cmd.Flags().IntVar(&page, "page", 1, "page number, from 1")
+	cmd.Flags().IntVar(&size, "size", 30, "tasks per page (1 to 1000)")
+	return cmd
+}
+
+// taskTable writes one row per task; the time column is what matters in
+// the state listed.
+func taskTable(w io.Writer, state string, tasks []*apiclient.Task) error {
+	col := map[string]string{"completed": "COMPLETED", "archived": "FAILED AT", "active": "STARTED"}[state]
+	if col == "" {
+		col = "DUE"
+	}
+	t := newTable(w, "ID", "TYPE", "RETRIED", col, "LAST ERROR")
+	for _, task := range tasks {
+		at := task.NextProcessAt
+		switch state {
+		case "completed":
+			at = task.CompletedAt
+		case "archived":
+			at = task.LastFailedAt
+		case "active":
+			at = nil
+		}
+		t.row(task.ID, task.Type, fmt.Sprintf("%d/%d", task.Retried, task.MaxRetry), when(at), clip(task.LastError, 60))
+	}
+	return t.flush()
+}
+
+// clip shortens s to n runes.
+func clip(s string, n int) string {
+	if s == "" {
+		return "-"
+	}
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func newTaskInspectCmd(r *remote) *cobra.Command {
+	return &cobra.Command{
+		Use:     "inspect QUEUE ID",
+		Short:   "Show one task: state, payload, retries, last error, result",
+		Example: "  htq task inspect mail 1b0e4c4e-7c1f-4c2e-9d1a-3f2b8e0c5a77",
+		Args:    wantArgs("QUEUE", "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {
+				task, err := c.Task(ctx, args[0], args[1])
+				if err != nil {
+					return err
+				}
+				if r.json {
+					return printJSON(r.stdout, task)
+				}
+				return printTask(r.stdout, task)
+			})
+		},
+	}
+}
+
+// printTask writes one task as name-value lines; empty fields are left
+// out.
+func printTask(w io.Writer, task *apiclient.Task) error {
+	t := newTable(w)
+	opt := func(name, value string) {
+		if value != "" && value != "-" {
+			t.row(name, value)
+		}
+	}
+	t.row("id", task.ID)
+	t.row("queue", task.Queue)
+	t.row("type", task.Type)
+	t.row("state", task.State)
+	opt("payload", bytesText(task.Payload, task.PayloadBase64))
+	t.row("retried", fmt.Sprintf("%d of %d", task.Retried, task.MaxRetry))
+	opt("last error", task.LastError)
+	opt("last failed", when(task.LastFailedAt))
+	opt("next run", when(task.NextProcessAt))
+	opt("timeout", ms(task.TimeoutMS))
+	opt("deadline", when(task.Deadline))
+	opt("group", task.Group)
+	if task.IsOrphaned {
+		t.row("orphaned", "yes: its worker stopped renewing the lease; it will be recovered")
+	}
+	opt("retention", ms(task.RetentionMS))
+	opt("completed", when(task.CompletedAt))
+	opt("result", bytesText(task.Result, task.ResultBase64))
+	return t.flush()
+}
+
+// bytesText shows a payload or result: its JSON, or its base64 marked as
+// such.
+func bytesText(j json.RawMessage, b64 string) string {
+	switch {
+	case len(j) > 0:
+		return clip(string(j), 2000)
+	case b64 != "":
+		return "base64 " + clip(b64, 2000)
+	}
+	return ""
+}
+
+func newTaskActCmd(r *remote, v taskVerb) *cobra.Command {
+	var state, group string
+	var all bool
+	cmd := &cobra.Command{
+		Use:     v.name + " QUEUE ID",
+		Short:   v.short,
+		Example: "  htq task " + v.name + " mail 1b0e4c4e-7c1f-4c2e-9d1a-3f2b8e0c5a77",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if all {
+				if err := wantArgs("QUEUE")(cmd, args); err != nil {
+					return usagef("%s --all acts on every task of one queue in one --state: give QUEUE only, not an ID", name(cmd))
+				}
+				if state == "" {
+					return usagef("%s --all needs --state (one of %s)", name(cmd), strings.Join(v.states, ", "))
+				}
+				if err := stateFlag(state, v.states); err != nil {
+					return err
+				}
+				if state == "aggregating" && group == "" {
+					return usagef("--state aggregating needs --group")
+				}
+				return r.bulk(cmd, v, args[0], state, group)
+			}
+			if err := wantArgs("QUEUE", "ID")(cmd, args); err != nil {
+				return err
+			}
+			if state != "" || group != "" {
+				return usagef("--state and --group select tasks for --all; to %s one task give QUEUE ID only", v.name)
+			}
+			return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {
+				if err := c.Act(ctx, v.action, args[0], args[1]); err != nil {
+					return err
+				}
+				return r.done(map[string]any{"queue": args[0], "id": args[1], "action": v.action}, "%s task %s in %s", v.done, args[1], args[0])
+			})
+		},
+	}
+	if len(v.states) > 0 {
+		cmd.Use = v.name + " QUEUE (ID | --state STATE --all)"
+		cmd.Example += fmt.Sprintf("\n  htq task %s mail --state %s --all", v.name, v.states[len(v.states)-2])
+		cmd.Flags().BoolVar(&all, "all", false, "act on every task of QUEUE in --state (a progress bar shows on a terminal)")
+		cmd.Flags().StringVar(&state, "state", "", "with --all: the state of the tasks, one of "+strings.Join(v.states, ", "))
+		cmd.Flags().StringVar(&group, "group", "", "with --all --state aggregating: the group")
+	}
+	return cmd
+}
+
+// bulkReport is what `htq task VERB QUEUE --state S --all` did.
+type bulkReport struct {
+	Queue  string `json:"queue"`
+	State  string `json:"state"`
+	Action string `json:"action"`
+	// Done counts the tasks acted on; Skipped those that left the state
+	// (or the queue) before their turn; Failed the others.
+	Done    int `json:"done"`
+	Skipped int `json:"skipped"`
+	Failed  int `json:"failed"`
+}
+
+// bulkWorkers is how many tasks a bulk action sends at once.
+const bulkWorkers = 8
+
+// bulk acts on every task of queue in state, a page at a time, with a
+// progress bar on stderr when it is a terminal.
+//
+// TODO(issue 9): switch to POST /v1/queues/{queue}/bulk
+// {"action","state"} → {"count"} once the admin endpoints land: one call
+// instead of one per task.
+func (r *remote) bulk(cmd *cobra.Command, v taskVerb, queue, state, group string) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd.SetContext(ctx)
+	return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {
+		q, err := c.Queue(ctx, queue)
+		if err != nil {
+			return err
+		}
+		rep := bulkReport{Queue: queue, State: state, Action: string(v.action)}
+		bar := newProgress(r.stderr, fmt.Sprintf("%s %s tasks of %s", v.name, state, queue), q.Stats.InState(state))
+		var mu sync.Mutex
+		var firstErr error
+		tried := make(map[string]bool)
+		page := 1
+		for ctx.Err() == nil {
+			list, err := c.Tasks(ctx, queue, apiclient.ListQuery{State: state, Group: group, Page: page, PageSize: 500})
+			if err != nil {
+				bar.finish()
+				return err
+			}
+			var fresh []string
+			for _, t := range list.Tasks {
+				if !tried[t.ID] {
+					tried[t.ID] = true
+					fresh = append(fresh, t.ID)
+				}
+			}
+			if len(fresh) == 0 {
+				if list.NextPage == 0 {
+					break
+				}
+				page = list.NextPage // this page holds only tasks that failed
+				continue
+			}
+			page = 1 // the tasks acted on have left the state
+			ids := make(chan string)
+			var wg sync.WaitGroup
+			for range min(bulkWorkers, len(fresh)) {
+				wg.Go(func() {
+					for id := range ids {
+						err := c.Act(ctx, v.action, queue, id)
+						mu.Lock()
+						switch {
+						case err == nil:
+							rep.Done++
+						case errors.Is(err, htq.ErrTaskNotFound) || errors.Is(err, htq.ErrWrongState):
+							rep.Skipped++ // moved on by a server meanwhile
+						default:
+							rep.Failed++
+							if firstErr == nil {
+								firstErr = err
+							}
+						}
+						mu.Unlock()
+						bar.add(1)
+					}
+				})
+			}
+		send:
+			for _, id := range fresh {
+				select {
+				case ids <- id:
+				case <-ctx.Done():
+					break send
+				}
+			}
+			close(ids)
+			wg.Wait()
+		}
+		bar.finish()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted: %s %d of the %s tasks of %s", v.done, rep.Done, state, queue)
+		}
+		if err := r.done(rep, "%s %d %s tasks of %s (%d skipped: they left the state meanwhile; %d failed)",
+			v.done, rep.Done, state, queue, rep.Skipped, rep.Failed); err != nil {
+			return err
+		}
+		if firstErr != nil {
+			return fmt.Errorf("%d tasks could not be %s; the first: %w", rep.Failed, v.done, firstErr)
+		}
+		return nil
+	})
+}
