@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,23 +16,13 @@ import (
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/apiclient"
 	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/leaktest"
 	"github.com/htqueue/htq/internal/model"
 	"github.com/htqueue/htq/internal/redistest"
 	"github.com/htqueue/htq/internal/service"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { leaktest.Main(m, redistest.StopShared) }
 
 const token = "apiclient-test-token-0123456789"
 
