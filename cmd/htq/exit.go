@@ -46,6 +46,7 @@ var exitCodes = []struct {
 	{htq.ErrLeaseLost, exitConflict},
 	{apiclient.ErrUnreachable, exitUnavailable},
 	{apiclient.ErrUnavailable, exitUnavailable},
+	{htq.ErrReplicationTimeout, exitUnavailable},
 	{embedded.ErrLocked, exitUnavailable},
 	{errStorageUnreachable, exitUnavailable},
 	{htq.ErrUnknownScheme, exitUsage},

@@ -42,6 +42,7 @@ var codes = map[string]error{
 	"lease_lost":          htq.ErrLeaseLost,
 	"payload_too_large":   htq.ErrPayloadTooLarge,
 	"target_not_allowed":  model.ErrTargetNotAllowed,
+	"replication_timeout": htq.ErrReplicationTimeout,
 	"unavailable":         ErrUnavailable,
 	"internal":            ErrServer,
 }
