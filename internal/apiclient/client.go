@@ -92,6 +92,10 @@ func parseServer(server string) (*url.URL, error) {
 	if u.Host == "" {
 		return nil, invalidf("server address %q has no host", server)
 	}
+	if strings.Count(u.Host, ":") > 1 && !strings.HasPrefix(u.Host, "[") {
+		// Go before 1.26 (or GODEBUG=urlstrictcolons=0) parses this.
+		return nil, invalidf("server address %q: write an IPv6 address in brackets, e.g. http://[::1]:5999", server)
+	}
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return nil, invalidf("server address %q: want scheme://host:port[/path] only", server)
 	}
