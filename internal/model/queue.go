@@ -104,8 +104,9 @@ const (
 	MaxAttemptsLimit = 10000
 	// MaxBackoffLimit bounds MaxBackoffMS.
 	MaxBackoffLimit = 30 * 24 * time.Hour
-	// MaxDispatchTimeout bounds DispatchTimeoutMS.
-	MaxDispatchTimeout = 24 * time.Hour
+	// MaxDispatchTimeout bounds DispatchTimeoutMS: a request may not take
+	// longer than the dispatcher allows (MaxRequestTimeout).
+	MaxDispatchTimeout = MaxRequestTimeout
 )
 
 // Queue is one queue's record. Durations are whole seconds (_s) or

@@ -191,7 +191,9 @@ func (x *urlHandler) request(id, queue string, retried int, q *model.Queue, p *m
 	case p.TimeoutMS > 0:
 		req.Timeout = time.Duration(p.TimeoutMS) * time.Millisecond
 	case q.DispatchTimeout() > 0:
-		req.Timeout = q.DispatchTimeout()
+		// A record written before the bound existed may ask for more
+		// than the dispatcher takes.
+		req.Timeout = min(q.DispatchTimeout(), model.MaxRequestTimeout)
 	default:
 		req.Timeout = x.timeout
 	}
