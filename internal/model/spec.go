@@ -45,8 +45,15 @@ type TaskOptions struct {
 	Unique    *Duration `json:"unique,omitempty"`
 	TaskID    string    `json:"task_id,omitempty"`
 	Retention *Duration `json:"retention,omitempty"`
-	Group     string    `json:"group,omitempty"`
+	// Group is refused (see errGroupOverHTTP); it is kept as a field so
+	// that a client that sends it hears why instead of "unknown field".
+	Group string `json:"group,omitempty"`
 }
+
+// errGroupOverHTTP explains why options.group is refused: htq serve runs
+// no aggregator, so a grouped task would stay aggregating for ever.
+const errGroupOverHTTP = "options.group: task groups are a Go-library feature (htq.Group, with a Server whose " +
+	"Config.GroupAggregator combines them); htq serve runs no aggregator, so a grouped task sent over HTTP would never run"
 
 // IsURL reports whether the spec is a URL task.
 func (s *TaskSpec) IsURL() bool { return s.URL != "" }
@@ -105,6 +112,9 @@ func (o *TaskOptions) Options(dst []htq.Option) ([]htq.Option, error) {
 	if o.Delay != nil && o.ProcessAt != nil {
 		return nil, invalid("options: set delay or process_at, not both")
 	}
+	if o.Group != "" {
+		return nil, invalid(errGroupOverHTTP)
+	}
 	if o.Delay != nil {
 		dst = append(dst, htq.ProcessIn(time.Duration(*o.Delay)))
 	}
@@ -128,9 +138,6 @@ func (o *TaskOptions) Options(dst []htq.Option) ([]htq.Option, error) {
 	}
 	if o.Retention != nil {
 		dst = append(dst, htq.Retention(time.Duration(*o.Retention)))
-	}
-	if o.Group != "" {
-		dst = append(dst, htq.Group(o.Group))
 	}
 	return dst, nil
 }

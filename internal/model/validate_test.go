@@ -2,7 +2,9 @@ package model
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/htqueue/htq/internal/base"
 )
@@ -53,5 +55,20 @@ func TestQueueDispatchTimeoutBound(t *testing.T) {
 	q.DispatchTimeoutMS = MaxRequestTimeout.Milliseconds()
 	if err := q.Validate(); err != nil {
 		t.Errorf("dispatch_timeout_ms at the maximum: %v", err)
+	}
+}
+
+// options.group is refused with a message saying why, on both kinds of
+// task: htq serve runs no aggregator.
+func TestGroupRefused(t *testing.T) {
+	for _, spec := range []TaskSpec{
+		{Type: "t", Options: &TaskOptions{Group: "g"}},
+		{URL: "http://example.com/", Options: &TaskOptions{Group: "g"}},
+	} {
+		q := New("q", spec.Mode(), time.Now())
+		_, _, _, err := Build(&spec, q)
+		if !errors.Is(err, base.ErrInvalidArgument) || !strings.Contains(err.Error(), "Go-library feature") {
+			t.Errorf("%+v: Build = %v", spec, err)
+		}
 	}
 }
