@@ -1,10 +1,14 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/htqueue/htq/internal/dispatch"
 )
 
 // badCase is one request the API must refuse with status and code,
@@ -35,6 +39,18 @@ func expectRefused(t *testing.T, e *env, cases []badCase) {
 	}
 }
 
+// guardEnv is an env whose target check is htq serve's dispatcher guard
+// (only public addresses).
+func guardEnv(t *testing.T, backend string) *env {
+	g, err := dispatch.NewGuard(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newEnv(t, backend, func(o *Options) {
+		o.CheckTarget = func(_ context.Context, u *url.URL) error { return g.CheckURL(u) }
+	})
+}
+
 // A grouped task would wait for an aggregator htq serve does not run, so
 // options.group is refused on every way in, and nothing is written: no
 // task, no queue, no schedule.
@@ -57,4 +73,31 @@ func TestGroupRefusedOverHTTP(t *testing.T) {
 			t.Errorf("schedules written: %s", schedules.Schedules)
 		}
 	})
+}
+
+// Every field the URL worker would refuse at the first dispatch is
+// refused at enqueue, with 400 for a malformed request and 422 only for a
+// well-formed target the guard refuses; nothing is written.
+func TestURLTaskRefusedAtEnqueue(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			e := guardEnv(t, backend)
+			e.must(http.StatusCreated, "POST", "/v1/queues", map[string]any{"name": "u", "mode": "real_time"}, nil)
+			expectRefused(t, e, []badCase{
+				{"timeout above 30 min", "POST", "/v1/queues/u/tasks", `{"url":"http://example.com/","timeout_ms":1800001}`, 400, codeInvalidArgument, "timeout_ms 1800001"},
+				{"negative timeout", "POST", "/v1/queues/u/tasks", `{"url":"http://example.com/","timeout_ms":-1}`, 400, codeInvalidArgument, "timeout_ms"},
+				{"port 0", "POST", "/v1/queues/u/tasks", `{"url":"http://127.0.0.1:0/"}`, 400, codeInvalidArgument, "port"},
+				{"port 70000", "POST", "/v1/queues/u/tasks", `{"url":"http://example.com:70000/"}`, 400, codeInvalidArgument, "port"},
+				{"control byte in a header", "POST", "/v1/queues/u/tasks", `{"url":"http://example.com/","headers":{"X-A":"a\u0001b"}}`, 400, codeInvalidArgument, "X-A"},
+				{"Expect header", "POST", "/v1/queues/u/tasks", `{"url":"http://example.com/","headers":{"Expect":"100-continue"}}`, 400, codeInvalidArgument, "Expect"},
+				{"loopback target", "POST", "/v1/queues/u/tasks", `{"url":"http://127.0.0.1:8080/"}`, 422, codeTargetNotAllowed, "loopback"},
+				{"in a batch", "POST", "/v1/queues/u/tasks/batch", `{"tasks":[{"url":"http://example.com/"},{"url":"http://example.com/","timeout_ms":3600000}]}`, 400, codeInvalidArgument, "task 1"},
+				{"queue dispatch timeout", "POST", "/v1/queues", `{"name":"v","mode":"real_time","dispatch_timeout_ms":3600000}`, 400, codeInvalidArgument, "dispatch_timeout_ms"},
+			})
+			if n := e.queueSize("u"); n != 0 {
+				t.Errorf("%d tasks written", n)
+			}
+			e.must(http.StatusCreated, "POST", "/v1/queues/u/tasks", `{"url":"http://example.com/","timeout_ms":1800000,"headers":{"X-A":"tab\tok"}}`, nil)
+		})
+	}
 }
