@@ -2,13 +2,19 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
+	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/dispatch"
+	"github.com/htqueue/htq/internal/storage"
 )
 
 // badCase is one request the API must refuse with status and code,
@@ -100,4 +106,106 @@ func TestURLTaskRefusedAtEnqueue(t *testing.T) {
 			e.must(http.StatusCreated, "POST", "/v1/queues/u/tasks", `{"url":"http://example.com/","timeout_ms":1800000,"headers":{"X-A":"tab\tok"}}`, nil)
 		})
 	}
+}
+
+// A body that is not UTF-8 is refused (400) on every way in, the fast
+// enqueue scanner's included, and nothing is written: stored, such bytes
+// would make every answer that echoes them invalid JSON.
+func TestInvalidUTF8Refused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.must(http.StatusCreated, "POST", "/v1/queues", map[string]any{"name": "p", "mode": "pull"}, nil)
+		const why = "UTF-8"
+		expectRefused(t, e, []badCase{
+			{"payload (fast path)", "POST", "/v1/queues/p/tasks", "{\"type\":\"a\",\"payload\":{\"s\":\"\xff\"}}", 400, codeInvalidArgument, why},
+			{"payload (encoding/json)", "POST", "/v1/queues/p/tasks", "{\"type\":\"\\u0061\",\"payload\":\"a\xc3\"}", 400, codeInvalidArgument, why},
+			{"payload in a batch", "POST", "/v1/queues/p/tasks/batch", "{\"tasks\":[{\"type\":\"a\"},{\"type\":\"a\",\"payload\":[\"\xed\xa0\x80\"]}]}", 400, codeInvalidArgument, why},
+			{"URL task body", "POST", "/v1/queues/u/tasks", "{\"url\":\"http://example.com/\",\"body\":\"\xff\"}", 400, codeInvalidArgument, why},
+			{"URL task header", "POST", "/v1/queues/u/tasks", "{\"url\":\"http://example.com/\",\"headers\":{\"X-A\":\"\xff\"}}", 400, codeInvalidArgument, why},
+			{"schedule", "POST", "/v1/schedules", "{\"cron\":\"@daily\",\"queue\":\"p\",\"task\":{\"type\":\"a\",\"payload\":\"\xff\"}}", 400, codeInvalidArgument, why},
+			{"queue", "POST", "/v1/queues", "{\"name\":\"q\xff\",\"mode\":\"pull\"}", 400, codeInvalidArgument, why},
+		})
+		if n := e.queueSize("p"); n != 0 {
+			t.Errorf("%d tasks written", n)
+		}
+		var enq enqueueResponse
+		e.must(http.StatusCreated, "POST", "/v1/queues/p/tasks", map[string]any{"type": "a"}, &enq)
+		var fr fetchResponse
+		e.must(http.StatusOK, "POST", "/v1/fetch", map[string]any{"queues": []string{"p"}}, &fr)
+		if len(fr.Tasks) != 1 {
+			t.Fatalf("fetched %d tasks", len(fr.Tasks))
+		}
+		path := "/v1/queues/p/tasks/" + enq.ID
+		expectRefused(t, e, []badCase{
+			{"ack result", "POST", path + "/ack", "{\"token\":\"" + fr.Tasks[0].Token + "\",\"result\":{\"r\":\"\xff\"}}", 400, codeInvalidArgument, why},
+			{"fail message", "POST", path + "/fail", "{\"token\":\"" + fr.Tasks[0].Token + "\",\"error\":\"\xff\"}", 400, codeInvalidArgument, why},
+		})
+		var got taskJSON
+		if e.must(http.StatusOK, "GET", path, nil, &got); got.State != "active" || got.Result != nil || got.LastError != "" {
+			t.Errorf("task after refused calls: %+v", got)
+		}
+	})
+}
+
+// Bytes that reach the storage another way (a Go client, a Go handler's
+// result or error) are answered as valid JSON: a payload or result that
+// is not UTF-8 JSON as base64, text through encoding/json's replacement
+// of bad bytes. A strict pull worker can parse every answer.
+func TestStoredBytesAnswerValidJSON(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		payload := []byte("{\"s\":\"\xff\"}") // valid JSON syntax, not UTF-8
+		client := htq.NewClient(e.st)
+		var ids []string
+		for range 2 {
+			info, err := client.Enqueue(htq.NewTask("t\u00e9", payload), htq.Queue("p"), htq.Retention(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, info.ID)
+		}
+		strict := func(what string, data []byte) {
+			t.Helper()
+			if !utf8.Valid(data) || !json.Valid(data) {
+				t.Errorf("%s: answer is not valid JSON: %q", what, data)
+			}
+		}
+		_, data := e.call("POST", "/v1/fetch", map[string]any{"queues": []string{"p"}, "count": 2}, nil)
+		strict("fetch", data)
+		var fr fetchResponse
+		if err := json.Unmarshal(data, &fr); err != nil || len(fr.Tasks) != 2 {
+			t.Fatalf("fetch: %s, %v", data, err)
+		}
+		for _, lt := range fr.Tasks {
+			if lt.Payload != nil || lt.PayloadBase64 != base64.StdEncoding.EncodeToString(payload) {
+				t.Errorf("fetched payload %s / %q", lt.Payload, lt.PayloadBase64)
+			}
+		}
+		b := storage.BrokerOf(e.st)
+		ctx := context.Background()
+		byID := map[string]string{fr.Tasks[0].ID: fr.Tasks[0].Token, fr.Tasks[1].ID: fr.Tasks[1].Token}
+		done := broker.LeaseRef{Queue: "p", ID: ids[0], Token: byID[ids[0]]}
+		if err := b.WriteResult(ctx, done, payload); err != nil {
+			t.Fatal(err)
+		}
+		if errs := b.Complete(ctx, []broker.LeaseRef{done}); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		failed := broker.LeaseRef{Queue: "p", ID: ids[1], Token: byID[ids[1]]}
+		if err := b.Retry(ctx, broker.RetryParams{Lease: failed, Delay: time.Hour, ErrMsg: "bad \xff byte", IsFailure: true}); err != nil {
+			t.Fatal(err)
+		}
+		var got taskJSON
+		data = e.must(http.StatusOK, "GET", "/v1/queues/p/tasks/"+ids[0], nil, &got)
+		strict("completed task", data)
+		if got.Result != nil || got.ResultBase64 != base64.StdEncoding.EncodeToString(payload) || got.PayloadBase64 == "" {
+			t.Errorf("completed task: %s", data)
+		}
+		data = e.must(http.StatusOK, "GET", "/v1/queues/p/tasks/"+ids[1], nil, &got)
+		strict("retry task", data)
+		if got.LastError != "bad \uFFFD byte" {
+			t.Errorf("last_error %q", got.LastError)
+		}
+		for _, state := range []string{"completed", "retry"} {
+			strict(state+" list", e.must(http.StatusOK, "GET", "/v1/queues/p/tasks?state="+state, nil, nil))
+		}
+	})
 }

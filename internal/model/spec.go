@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/base"
@@ -190,6 +191,11 @@ func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *URLTask, error) {
 			return nil, nil, nil, fmt.Errorf("%w: queue %s is a %s queue: it takes URL tasks, not typed tasks", ErrModeMismatch, q.Name, q.Mode)
 		}
 		payload := []byte(s.Payload)
+		if !utf8.Valid(payload) {
+			// A JSON payload is stored as its text and answered as JSON;
+			// it must be UTF-8 to stay valid JSON.
+			return nil, nil, nil, invalid("payload: not valid UTF-8 (a JSON string in it holds bytes that are not UTF-8); send binary data as payload_base64")
+		}
 		if s.PayloadBase64 != "" {
 			if payload, err = base64.StdEncoding.DecodeString(s.PayloadBase64); err != nil {
 				return nil, nil, nil, invalid("payload_base64: " + err.Error())
