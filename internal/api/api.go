@@ -35,6 +35,10 @@ import (
 // is 0: 4 MiB. A larger body gets 413 payload_too_large.
 const DefaultMaxBodyBytes = 4 << 20
 
+// DefaultMaxFetchBytes is the bound on a fetch's answer when
+// Options.MaxFetchBytes is 0: 4 MiB.
+const DefaultMaxFetchBytes = 4 << 20
+
 // Options configures the handler.
 type Options struct {
 	// Storage holds the queues. Required.
@@ -50,6 +54,10 @@ type Options struct {
 	Location *time.Location
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// MaxFetchBytes bounds the answer of a pull worker's fetch (default
+	// DefaultMaxFetchBytes): a fetch returns fewer tasks than it asked
+	// for, but always at least one, rather than a larger answer.
+	MaxFetchBytes int64
 	// Logger receives the handler's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Registry is where /metrics' collectors are registered and what it
@@ -94,6 +102,7 @@ type store interface {
 	broker.MetaStore
 	Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lease, error)
 	Complete(ctx context.Context, leases []broker.LeaseRef) []error
+	Requeue(ctx context.Context, l broker.LeaseRef) error
 	Retry(ctx context.Context, p broker.RetryParams) error
 	Archive(ctx context.Context, p broker.ArchiveParams) error
 	ExtendLeases(ctx context.Context, queue string, leases []broker.LeaseRef, d time.Duration) (lost []string, err error)
@@ -133,6 +142,12 @@ func New(opts Options) (http.Handler, error) {
 	}
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxFetchBytes < 0 {
+		return nil, fmt.Errorf("api: Options.MaxFetchBytes %d is negative", opts.MaxFetchBytes)
+	}
+	if opts.MaxFetchBytes == 0 {
+		opts.MaxFetchBytes = DefaultMaxFetchBytes
 	}
 	if opts.Location == nil {
 		opts.Location = time.Local

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -208,4 +209,71 @@ func TestStoredBytesAnswerValidJSON(t *testing.T) {
 			strict(state+" list", e.must(http.StatusOK, "GET", "/v1/queues/p/tasks?state="+state, nil, nil))
 		}
 	})
+}
+
+// A fetch's answer is bounded: it holds fewer tasks than asked for (at
+// least one, however large) rather than more than MaxFetchBytes, and the
+// tasks left out go back to the front of the queue, in order, without an
+// attempt counted.
+func TestFetchAnswerBounded(t *testing.T) {
+	const limit = 64 << 10
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			e := newEnv(t, backend, func(o *Options) { o.MaxFetchBytes = limit })
+			client := htq.NewClient(e.st)
+			enqueue := func(n, size int) []string {
+				var ids []string
+				for i := range n {
+					payload := bytes.Repeat([]byte{0xff, byte(i)}, size/2) // binary: answered as base64
+					info, err := client.Enqueue(htq.NewTask("big", payload), htq.Queue("p"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					ids = append(ids, info.ID)
+				}
+				return ids
+			}
+			fetch := func(count int) ([]string, int) {
+				var fr fetchResponse
+				data := e.must(http.StatusOK, "POST", "/v1/fetch", map[string]any{"queues": []string{"p"}, "count": count}, &fr)
+				var ids []string
+				for _, lt := range fr.Tasks {
+					ids = append(ids, lt.ID)
+					if lt.Retried != 0 {
+						t.Errorf("task %s: retried %d", lt.ID, lt.Retried)
+					}
+				}
+				return ids, len(data)
+			}
+			// 40 KiB each, 53 KiB as base64: one per answer.
+			want := enqueue(4, 40<<10)
+			var got []string
+			for range 4 {
+				ids, n := fetch(10)
+				if len(ids) != 1 {
+					t.Fatalf("fetch of 40 KiB tasks answered %d tasks (%d bytes)", len(ids), n)
+				}
+				got = append(got, ids...)
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("fetched in the order %v, want %v", got, want)
+			}
+			// One task larger than the bound still comes, alone.
+			want = enqueue(2, 100<<10)
+			if ids, n := fetch(2); len(ids) != 1 || ids[0] != want[0] || n < 100<<10 {
+				t.Errorf("fetch of 100 KiB tasks: %v, %d bytes", ids, n)
+			}
+			if ids, _ := fetch(2); len(ids) != 1 || ids[0] != want[1] {
+				t.Errorf("second fetch of 100 KiB tasks: %v", ids)
+			}
+			// Small tasks all fit.
+			enqueue(20, 1<<10)
+			if ids, n := fetch(20); len(ids) != 20 || n > limit {
+				t.Errorf("fetch of 1 KiB tasks: %d tasks, %d bytes", len(ids), n)
+			}
+			if n := e.queueSize("p"); n != 26 {
+				t.Errorf("queue holds %d tasks, want the 26 leased", n)
+			}
+		})
+	}
 }
