@@ -232,9 +232,8 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 	v1("DELETE /v1/schedules/{id}", h.deleteSchedule)
 
 	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
-	v1("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		h.writeError(w, r, fmt.Errorf("%w: no route %s %s", errNoRoute, r.Method, r.URL.Path))
-	})
+	v1(routeV1Fallback, h.noRoute)
+	mux.HandleFunc(routeFallback, h.noRoute)
 
 	compat := htqcompat.New(htqcompat.Options{
 		Registry: h.reg, Client: h.client, Inspector: h.inspector,
@@ -257,7 +256,8 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz answers 200 while the service can take work, 503 otherwise.
+// readyz answers 200 while the service can take work, 503 otherwise, with
+// the reason only for a caller that sends the token.
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -268,7 +268,13 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 		err = h.opts.Storage.Ping(ctx)
 	}
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorDetail{Code: codeUnavailable, Message: err.Error()}})
+		// The reason may name the storage's address; only a caller with
+		// the token sees it.
+		msg := "not ready (send the bearer token to see why)"
+		if h.hasToken(r) {
+			msg = err.Error()
+		}
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorDetail{Code: codeUnavailable, Message: msg}})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

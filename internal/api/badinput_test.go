@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -275,5 +277,87 @@ func TestFetchAnswerBounded(t *testing.T) {
 				t.Errorf("queue holds %d tasks, want the 26 leased", n)
 			}
 		})
+	}
+}
+
+// Status codes: a wrong method is 405 with Allow and a JSON error on
+// every path; ack, fail and heartbeat of a task the caller does not hold
+// answer alike (409 lease_lost), whether the task is unknown, deleted or
+// leased to someone else; readyz shows its reason only with the token.
+func TestStatusCodes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		for _, tc := range []struct {
+			method, path, allow string
+		}{
+			{"PUT", "/v1/queues", "GET, HEAD, POST"},
+			{"DELETE", "/v1/fetch", "POST"},
+			{"GET", "/v1/queues/q/tasks/x/ack", "POST"},
+			{"POST", "/v1/queues/q/tasks/x", "GET, HEAD, DELETE"},
+			{"POST", "/healthz", "GET, HEAD"},
+			{"GET", "/api/addQueue", "POST"},
+		} {
+			req, _ := http.NewRequest(tc.method, e.srv.URL+tc.path, nil)
+			req.Header.Set("Authorization", "Bearer "+testToken)
+			resp, err := e.srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tc.allow || errCode(data) != codeMethodNotAllowed {
+				t.Errorf("%s %s: %d Allow %q %s; want 405 Allow %q", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Allow"), data, tc.allow)
+			}
+		}
+		expectRefused(t, e, []badCase{
+			{"unknown path", "GET", "/nothing", nil, 404, codeNotFound, "no route"},
+			{"unknown /v1 path", "PUT", "/v1/nothing", nil, 404, codeNotFound, "no route"},
+		})
+		if status, _ := e.callAuth("PUT", "/v1/queues", "", nil, nil); status != http.StatusUnauthorized {
+			t.Errorf("PUT /v1/queues without the token: %d, want 401", status)
+		}
+
+		// One task leased, one deleted, one never there.
+		e.must(http.StatusCreated, "POST", "/v1/queues/p/tasks", map[string]any{"type": "a", "options": map[string]any{"task_id": "held"}}, nil)
+		e.must(http.StatusCreated, "POST", "/v1/queues/p/tasks", map[string]any{"type": "a", "options": map[string]any{"task_id": "gone"}}, nil)
+		var fr fetchResponse
+		e.must(http.StatusOK, "POST", "/v1/fetch", map[string]any{"queues": []string{"p"}, "count": 2}, &fr)
+		tokens := map[string]string{}
+		for _, lt := range fr.Tasks {
+			tokens[lt.ID] = lt.Token
+		}
+		if err := storage.BrokerOf(e.st).Requeue(context.Background(), broker.LeaseRef{Queue: "p", ID: "gone", Token: tokens["gone"]}); err != nil {
+			t.Fatal(err)
+		}
+		e.must(http.StatusNoContent, "DELETE", "/v1/queues/p/tasks/gone", nil, nil)
+		var cases []badCase
+		for _, target := range []struct{ what, path, token string }{
+			{"unknown task", "/v1/queues/p/tasks/never", "tok"},
+			{"unknown queue", "/v1/queues/nope/tasks/never", "tok"},
+			{"deleted task", "/v1/queues/p/tasks/gone", tokens["gone"]},
+			{"another's lease", "/v1/queues/p/tasks/held", "not-the-token"},
+		} {
+			for _, op := range []string{"ack", "fail", "heartbeat"} {
+				cases = append(cases, badCase{op + " of " + target.what, "POST", target.path + "/" + op,
+					map[string]any{"token": target.token}, 409, codeLeaseLost, ""})
+			}
+			cases = append(cases, badCase{"ack with a result of " + target.what, "POST", target.path + "/ack",
+				map[string]any{"token": target.token, "result": map[string]int{"n": 1}}, 409, codeLeaseLost, ""})
+		}
+		expectRefused(t, e, cases)
+		var held taskJSON
+		if e.must(http.StatusOK, "GET", "/v1/queues/p/tasks/held", nil, &held); held.State != "active" || held.Result != nil {
+			t.Errorf("held task after refused calls: %+v", held)
+		}
+	})
+
+	e := newEnv(t, "embedded", func(o *Options) {
+		o.Ready = func(ctx context.Context) error { return errors.New("dial redis://10.1.2.3:6379: refused") }
+	})
+	for _, auth := range []string{"", "Bearer nope", "Bearer " + testToken} {
+		status, data := e.callAuth("GET", "/readyz", auth, nil, nil)
+		leaks := strings.Contains(string(data), "10.1.2.3")
+		if status != http.StatusServiceUnavailable || errCode(data) != codeUnavailable || leaks != (auth == "Bearer "+testToken) {
+			t.Errorf("readyz with %q: %d %s", auth, status, data)
+		}
 	}
 }

@@ -103,12 +103,17 @@ func jsonError(err error) error {
 	return invalid("request body: " + err.Error())
 }
 
-// auth lets a request through only with the bearer token, compared in
+// hasToken reports whether r carries the bearer token, compared in
 // constant time.
+func (h *handler) hasToken(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), h.token) == 1
+}
+
+// auth lets a request through only with the bearer token.
 func (h *handler) auth(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), h.token) != 1 {
+		if !h.hasToken(r) {
 			h.writeError(w, r, fmt.Errorf("%w: missing or wrong bearer token (send \"Authorization: Bearer <token>\")", errUnauthorized))
 			return
 		}

@@ -336,6 +336,11 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	ti, err := h.b.GetTaskInfo(ctx, ref.Queue, ref.ID)
+	if errors.Is(err, base.ErrTaskNotFound) || errors.Is(err, base.ErrQueueNotFound) {
+		// As ack and heartbeat answer: whatever became of the task, the
+		// caller no longer holds it.
+		err = fmt.Errorf("%w: task %s/%s: no such task (deleted, or never leased); stop working on it", base.ErrLeaseLost, ref.Queue, ref.ID)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
