@@ -361,3 +361,35 @@ func TestStatusCodes(t *testing.T) {
 		}
 	}
 }
+
+// A form that does not parse fails with the endpoint's own HTQ code and
+// message, and no HTQ answer allows credentials beside origin "*".
+func TestHTQFailuresPerEndpoint(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		for path, want := range map[string]string{
+			"/api/addQueue":    `{"error_code":1001,"message":"添加失败: `,
+			"/api/addTask":     `{"error_code":1001,"message":"添加失败: `,
+			"/api/deleteQueue": `{"error_code":1004,"message":"删除失败: `,
+			"/api/allQueue":    `{"error_code":1005,"message":"查询失败: `,
+			"/api/countQueue":  `{"error_code":1005,"message":"查询失败: `,
+		} {
+			resp, err := e.srv.Client().Post(e.srv.URL+path, "application/x-www-form-urlencoded",
+				strings.NewReader("app_key=key&app_token=tok&queue_name=%zz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(data), want) || !json.Valid(data) {
+				t.Errorf("%s with a bad form: %d %s; want %s…", path, resp.StatusCode, data, want)
+			}
+			if got := resp.Header.Values("Access-Control-Allow-Credentials"); len(got) != 0 || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+				t.Errorf("%s: CORS headers %v", path, resp.Header)
+			}
+			_, _, hdr := e.form(path, false, creds(map[string]string{"queue_name": "q"}), nil)
+			if got := hdr.Values("Access-Control-Allow-Credentials"); len(got) != 0 {
+				t.Errorf("%s: Access-Control-Allow-Credentials %v", path, got)
+			}
+		}
+	})
+}
