@@ -193,8 +193,13 @@ func New(opts Options) (http.Handler, error) {
 	return h, nil
 }
 
-// ServeHTTP serves one request.
+// ServeHTTP serves one request. A path the mux would answer with a
+// redirect and no JSON (see unclean) gets a JSON 404 instead.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if unclean(r.URL.Path) {
+		h.writeError(w, r, fmt.Errorf("%w: %s %q: the path is not in its clean form (an empty queue name or task ID, \"//\", \".\" or \"..\")", errNoRoute, r.Method, r.URL.Path))
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 

@@ -311,6 +311,9 @@ func TestStatusCodes(t *testing.T) {
 		expectRefused(t, e, []badCase{
 			{"unknown path", "GET", "/nothing", nil, 404, codeNotFound, "no route"},
 			{"unknown /v1 path", "PUT", "/v1/nothing", nil, 404, codeNotFound, "no route"},
+			{"empty queue name", "POST", "/v1/queues//tasks", `{"type":"a"}`, 404, codeNotFound, "clean form"},
+			{"dot segment", "GET", "/v1/queues/q/tasks/..", nil, 404, codeNotFound, "clean form"},
+			{"/v1", "GET", "/v1", nil, 404, codeNotFound, "clean form"},
 		})
 		if status, _ := e.callAuth("PUT", "/v1/queues", "", nil, nil); status != http.StatusUnauthorized {
 			t.Errorf("PUT /v1/queues without the token: %d, want 401", status)

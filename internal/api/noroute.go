@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"path"
 	"strings"
 )
 
@@ -37,4 +38,19 @@ func (h *handler) noRoute(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
 	h.writeError(w, r, fmt.Errorf("%w: %s %s: the path allows %s", errMethodNotAllowed, r.Method, r.URL.Path, strings.Join(allow, ", ")))
+}
+
+// unclean reports whether http.ServeMux would redirect a request for p
+// rather than route it: p is not in its clean form (/v1/queues//tasks,
+// whose queue name is empty; a "." or ".." segment), or is "/v1", which
+// the mux redirects to the /v1/ subtree. A redirect has no JSON body.
+func unclean(p string) bool {
+	if p == "/v1" {
+		return true
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c != p
 }
