@@ -1,30 +1,10 @@
 package base
 
 import (
-	"strings"
 	"testing"
-	"unicode/utf8"
+
+	"github.com/htqueue/htq/internal/secrettest"
 )
-
-// secretAlphabet spells the passwords of the URL fuzz tests: Greek letters,
-// which nothing else in those URLs holds (so any of them in an output is
-// part of a password), and the characters that confuse URL parsers.
-const secretAlphabet = "αβγδεζηθ?@:/#%=,;& "
-
-// secret spells b in secretAlphabet, leaving out the runes in omit.
-func secret(b []byte, omit string) string {
-	runes := []rune(secretAlphabet)
-	var s strings.Builder
-	for _, c := range b {
-		if r := runes[int(c)%len(runes)]; !strings.ContainsRune(omit, r) {
-			s.WriteRune(r)
-		}
-	}
-	return s.String()
-}
-
-// showsSecret reports whether s holds a letter of a password.
-func showsSecret(s string) bool { return strings.ContainsAny(s, "αβγδεζηθ") }
 
 // FuzzRedactURL checks that RedactURL never panics and never shows any
 // part of a password, in the user information or in a query parameter
@@ -36,28 +16,19 @@ func FuzzRedactURL(f *testing.F) {
 	f.Add("rediss", "a", []byte{0, 18, 1}, "h", "x=y", []byte{})
 	f.Fuzz(func(t *testing.T, scheme, user string, pass []byte, rest, query string, qpass []byte) {
 		for _, s := range []string{scheme, user, rest, query} {
-			if !isASCII(s) {
+			if !secrettest.ASCII(s) {
 				return
 			}
 		}
-		raw := scheme + "://" + user + ":" + secret(pass, "") + "@" + rest
+		raw := scheme + "://" + user + ":" + secrettest.Spell(pass, "") + "@" + rest
 		// In the query a password cannot hold '&' (it ends the value)
 		// or '#'.
-		raw += "?" + query + "&sentinel_password=" + secret(qpass, "&#")
-		if got := RedactURL(raw); showsSecret(got) {
+		raw += "?" + query + "&sentinel_password=" + secrettest.Spell(qpass, "&#")
+		if got := RedactURL(raw); secrettest.Shows(got) {
 			t.Fatalf("RedactURL(%q) = %q shows part of a password", raw, got)
 		}
 		_ = RedactURL(scheme + user + rest + query) // any text: no panic
 	})
-}
-
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
 }
 
 func TestAmbiguousURL(t *testing.T) {
