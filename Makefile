@@ -5,11 +5,12 @@
 #   make serve   run htq serve on :5999 with the embedded store in ./htq-data (ARGS="--storage redis://…" for more)
 #   make bench-serve  measure htq serve (HTTP enqueue, batches, URL dispatch) against Redis and the embedded store
 #   make min-go  build, vet and test (-short) with the oldest Go go.mod allows (the toolchain comes from the Go proxy)
+#   make fuzz    run every fuzz test of FUZZ_TARGETS for FUZZTIME each (default 1m)
 
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps vet build example bench serve bench-serve min-go
+.PHONY: test deps vet build example bench serve bench-serve min-go fuzz
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -56,3 +57,27 @@ serve:
 
 bench-serve: deps
 	./bench/serve/run.sh
+
+# Fuzz tests, one "package:FuzzName" per line. A failing input is written
+# to the package's testdata/fuzz/<FuzzName>/: fix the bug and commit the
+# file, so that `go test` runs it from then on. Crashers found earlier are
+# there already and run with every `go test`.
+FUZZTIME ?= 1m
+FUZZ_TARGETS += ./internal/rdb:FuzzDecodeMessage
+FUZZ_TARGETS += ./internal/rdb:FuzzParseURL
+FUZZ_TARGETS += ./internal/embedded:FuzzDecodeTask
+FUZZ_TARGETS += ./internal/base:FuzzRedactURL
+FUZZ_TARGETS += .:FuzzParseCronSpec
+FUZZ_TARGETS += ./internal/htqcompat:FuzzParseExecuteTime
+FUZZ_TARGETS += ./internal/htqcompat:FuzzHTQFields
+FUZZ_TARGETS += ./internal/api:FuzzNativeAPI
+FUZZ_TARGETS += ./internal/api:FuzzHTQForms
+FUZZ_TARGETS += ./internal/api:FuzzUTF8Body
+FUZZ_TARGETS += ./internal/service:FuzzURLTaskAgreesWithDispatch
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "== $$name ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
+	done

@@ -365,6 +365,22 @@ var cronFields = []struct {
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// parseCron is p.Parse(spec), with the cron library's panics turned into
+// errors: it slices out of range on a time zone prefix without a space
+// ("TZ=UTC"), found by FuzzParseCronSpec, and a panic on some other input
+// must not take a server down either.
+func parseCron(p cron.Parser, spec string) (sched cron.Schedule, err error) {
+	if (strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=")) && !strings.Contains(spec, " ") {
+		return nil, errors.New("a time zone (TZ=…) must be followed by a space and the schedule")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			sched, err = nil, fmt.Errorf("the cron parser failed on it: %v", r)
+		}
+	}()
+	return p.Parse(spec)
+}
+
 // parseCronSpec parses a spec, and on failure names the field at fault.
 func parseCronSpec(spec string) (cron.Schedule, error) {
 	if rest, ok := strings.CutPrefix(strings.TrimSpace(spec), "@every "); ok {
@@ -373,7 +389,7 @@ func parseCronSpec(spec string) (cron.Schedule, error) {
 			return nil, fmt.Errorf("%w: cron spec %q: @every needs a duration of at least 1s", ErrInvalidArgument, spec)
 		}
 	}
-	sched, err := cronParser.Parse(spec)
+	sched, err := parseCron(cronParser, spec)
 	if err == nil {
 		return sched, nil
 	}
@@ -386,7 +402,7 @@ func parseCronSpec(spec string) (cron.Schedule, error) {
 			ErrInvalidArgument, spec, len(fields))
 	}
 	for k, f := range cronFields {
-		if _, ferr := cron.NewParser(f.opt).Parse(fields[k]); ferr != nil {
+		if _, ferr := parseCron(cron.NewParser(f.opt), fields[k]); ferr != nil {
 			return nil, fmt.Errorf("%w: cron spec %q: field %d (%s) %q: %v", ErrInvalidArgument, spec, k+1, f.name, fields[k], ferr)
 		}
 	}

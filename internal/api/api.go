@@ -36,6 +36,10 @@ import (
 // is 0: 4 MiB. A larger body gets 413 payload_too_large.
 const DefaultMaxBodyBytes = 4 << 20
 
+// DefaultMaxFetchBytes is the bound on a fetch's answer when
+// Options.MaxFetchBytes is 0: 4 MiB.
+const DefaultMaxFetchBytes = 4 << 20
+
 // Options configures the handler.
 type Options struct {
 	// Storage holds the queues. Required.
@@ -56,6 +60,10 @@ type Options struct {
 	Location *time.Location
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// MaxFetchBytes bounds the answer of a pull worker's fetch (default
+	// DefaultMaxFetchBytes): a fetch returns fewer tasks than it asked
+	// for, but always at least one, rather than a larger answer.
+	MaxFetchBytes int64
 	// Logger receives the handler's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Registry is where /metrics' collectors are registered and what it
@@ -114,6 +122,7 @@ type store interface {
 	broker.MetaStore
 	Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lease, error)
 	Complete(ctx context.Context, leases []broker.LeaseRef) []error
+	Requeue(ctx context.Context, l broker.LeaseRef) error
 	Retry(ctx context.Context, p broker.RetryParams) error
 	Archive(ctx context.Context, p broker.ArchiveParams) error
 	ExtendLeases(ctx context.Context, queue string, leases []broker.LeaseRef, d time.Duration) (lost []string, err error)
@@ -157,6 +166,12 @@ func New(opts Options) (http.Handler, error) {
 	}
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxFetchBytes < 0 {
+		return nil, fmt.Errorf("api: Options.MaxFetchBytes %d is negative", opts.MaxFetchBytes)
+	}
+	if opts.MaxFetchBytes == 0 {
+		opts.MaxFetchBytes = DefaultMaxFetchBytes
 	}
 	if opts.Location == nil {
 		opts.Location = time.Local
@@ -204,8 +219,14 @@ func New(opts Options) (http.Handler, error) {
 }
 
 // ServeHTTP serves one request and counts it by route (the pattern the
-// router matched, which it leaves in r.Pattern) and status class.
+// router matched, which it leaves in r.Pattern) and status class. A path
+// the mux would answer with a redirect and no JSON (see unclean) gets a
+// JSON 404 instead.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if unclean(r.URL.Path) {
+		h.writeError(w, r, fmt.Errorf("%w: %s %q: the path is not in its clean form (an empty queue name or task ID, \"//\", \".\" or \"..\")", errNoRoute, r.Method, r.URL.Path))
+		return
+	}
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	h.mux.ServeHTTP(sw, r)
@@ -279,9 +300,8 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 	v1("DELETE /v1/schedules/{id}", h.deleteSchedule)
 
 	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
-	v1("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		h.writeError(w, r, fmt.Errorf("%w: no route %s %s", errNoRoute, r.Method, r.URL.Path))
-	})
+	v1(routeV1Fallback, h.noRoute)
+	mux.HandleFunc(routeFallback, h.noRoute)
 
 	compat := htqcompat.New(htqcompat.Options{
 		Registry: h.reg, Client: h.client, Inspector: h.inspector,
@@ -308,7 +328,8 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz answers 200 while the service can take work, 503 otherwise.
+// readyz answers 200 while the service can take work, 503 otherwise, with
+// the reason only for a caller that sends the token.
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -319,7 +340,13 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 		err = h.opts.Storage.Ping(ctx)
 	}
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorDetail{Code: codeUnavailable, Message: err.Error()}})
+		// The reason may name the storage's address; only a caller with
+		// the token sees it.
+		msg := "not ready (send the bearer token to see why)"
+		if h.hasToken(r) {
+			msg = err.Error()
+		}
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorDetail{Code: codeUnavailable, Message: msg}})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -19,6 +19,7 @@ const (
 	codeTaskNotFound      = "task_not_found"
 	codeQueueNotFound     = "queue_not_found"
 	codeNotFound          = "not_found"
+	codeMethodNotAllowed  = "method_not_allowed"
 	codeDuplicateTask     = "duplicate_task"
 	codeTaskIDConflict    = "task_id_conflict"
 	codeWrongState        = "wrong_state"
@@ -37,6 +38,8 @@ const (
 var (
 	errUnauthorized = errors.New("unauthorized")
 	errNoRoute      = errors.New("no such route")
+	// errMethodNotAllowed: the path has routes, none for the method.
+	errMethodNotAllowed = errors.New("method not allowed")
 )
 
 // errorTable maps sentinel errors to a status and a code, first match
@@ -56,6 +59,7 @@ var errorTable = []struct {
 	{base.ErrQueueNotFound, http.StatusNotFound, codeQueueNotFound},
 	{base.ErrNotFound, http.StatusNotFound, codeNotFound},
 	{errNoRoute, http.StatusNotFound, codeNotFound},
+	{errMethodNotAllowed, http.StatusMethodNotAllowed, codeMethodNotAllowed},
 	{base.ErrDuplicateTask, http.StatusConflict, codeDuplicateTask},
 	{base.ErrTaskIDConflict, http.StatusConflict, codeTaskIDConflict},
 	{base.ErrWrongState, http.StatusConflict, codeWrongState},

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/model"
@@ -60,8 +61,8 @@ func decodeFrom(rd io.Reader, v any) error {
 	// One value only: anything but white space after it is an error.
 	if _, err := dec.Token(); err != io.EOF {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
+		if errors.As(err, &tooBig) || errors.Is(err, base.ErrInvalidArgument) {
+			return err // too large, or not UTF-8 (utf8Body)
 		}
 		return invalid("request body: unexpected data after the JSON value")
 	}
@@ -99,20 +100,29 @@ func jsonError(err error) error {
 	return invalid("request body: " + err.Error())
 }
 
-// auth lets a request through only with an accepted bearer token: the
+// hasToken reports whether r carries an accepted bearer token: the
 // configured one, or one of the stored set (apitoken), compared in
 // constant time.
+func (h *handler) hasToken(r *http.Request) bool {
+	got, ok := bearer(r)
+	if !ok {
+		return false
+	}
+	if h.opts.Tokens != nil {
+		return h.opts.Tokens.Accepts(r.Context(), got)
+	}
+	return subtle.ConstantTimeCompare([]byte(got), h.token) == 1
+}
+
+// auth lets a request through only with an accepted bearer token.
 func (h *handler) auth(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := bearer(r)
-		if ok && h.opts.Tokens != nil {
-			ok = h.opts.Tokens.Accepts(r.Context(), got)
-		} else if ok {
-			ok = subtle.ConstantTimeCompare([]byte(got), h.token) == 1
-		}
-		if !ok {
+		if !h.hasToken(r) {
 			h.writeError(w, r, fmt.Errorf("%w: missing or wrong bearer token (send \"Authorization: Bearer <token>\")", errUnauthorized))
 			return
+		}
+		if r.Body != nil {
+			r.Body = &utf8Body{r: r.Body}
 		}
 		next(w, r)
 	})
@@ -134,9 +144,11 @@ func seconds(what string, s float64) (time.Duration, error) {
 }
 
 // rawJSON returns data as JSON: the bytes themselves when they are
-// valid JSON, else nil with the bytes base64-encoded by the caller.
+// valid JSON in valid UTF-8, else nil with the bytes base64-encoded by the
+// caller. (json.Valid alone takes invalid UTF-8 inside strings, which
+// encoding/json would then copy into the answer as it is.)
 func rawJSON(data []byte) (json.RawMessage, bool) {
-	if len(data) == 0 || !json.Valid(data) {
+	if len(data) == 0 || !utf8.Valid(data) || !json.Valid(data) {
 		return nil, false
 	}
 	return json.RawMessage(data), true

@@ -82,7 +82,9 @@ func pullRetryDelay(n int, msg string) time.Duration {
 
 // fetch: POST /v1/fetch leases up to count pending tasks of the queues
 // (tried in the order given), waiting up to wait_s for one to be ready.
-// The wait is woken by the storage's events, not by polling.
+// The wait is woken by the storage's events, not by polling. The answer
+// holds at most about MaxFetchBytes: the tasks past that bound (but never
+// the first) go back to the front of their queue unseen.
 func (h *handler) fetch(w http.ResponseWriter, r *http.Request) {
 	var req fetchRequest
 	if err := h.decodeJSON(w, r, &req); err != nil {
@@ -115,6 +117,7 @@ func (h *handler) fetch(w http.ResponseWriter, r *http.Request) {
 		defer h.hub.remove(wt)
 	}
 	out := fetchResponse{Tasks: []leasedTask{}}
+	var size int64 // the answer's size so far, about
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -127,7 +130,7 @@ func (h *handler) fetch(w http.ResponseWriter, r *http.Request) {
 			next = earliest(next, h.upkeep.run(ctx, q, pullRetryDelay))
 		}
 		for _, q := range req.Queues {
-			if len(out.Tasks) >= req.Count {
+			if len(out.Tasks) >= req.Count || size >= h.opts.MaxFetchBytes {
 				break
 			}
 			leases, err := h.b.Fetch(ctx, broker.FetchParams{Queue: q, Max: req.Count - len(out.Tasks), LeaseDuration: lease, ServerID: serverID})
@@ -143,9 +146,17 @@ func (h *handler) fetch(w http.ResponseWriter, r *http.Request) {
 				h.writeError(w, r, err)
 				return
 			}
-			for _, l := range leases {
-				out.Tasks = append(out.Tasks, newLeasedTask(l))
+			for i, l := range leases {
+				t := newLeasedTask(l)
+				n := t.size()
+				if len(out.Tasks) > 0 && size+n > h.opts.MaxFetchBytes {
+					h.giveBack(ctx, leases[i:])
+					size = h.opts.MaxFetchBytes
+					break
+				}
+				out.Tasks = append(out.Tasks, t)
 				h.metrics.Leased(l.Msg.Queue)
+				size += n
 			}
 		}
 		now := time.Now()
@@ -210,6 +221,28 @@ func newLeasedTask(l *broker.Lease) leasedTask {
 		TimeoutMS: m.Timeout.Milliseconds(), Deadline: timePtr(m.Deadline), Token: l.Token, LeaseDeadline: l.Deadline.UTC()}
 	t.Payload, t.PayloadBase64 = payloadJSON(m.Payload)
 	return t
+}
+
+// size is about how many bytes t takes in a fetch's answer: its payload
+// as written, plus its other fields and their names.
+func (t *leasedTask) size() int64 {
+	const fields = 256 // field names, numbers, times, punctuation
+	return int64(fields + len(t.ID) + len(t.Queue) + len(t.Type) + len(t.Payload) + len(t.PayloadBase64) + len(t.Token))
+}
+
+// giveBack returns leased tasks that do not fit a fetch's answer to the
+// front of their queue, in their order, without counting an attempt. A
+// task that cannot be returned (the storage failed) runs again when its
+// lease runs out.
+func (h *handler) giveBack(ctx context.Context, leases []*broker.Lease) {
+	ctx = context.WithoutCancel(ctx)
+	for i := len(leases) - 1; i >= 0; i-- {
+		l := leases[i]
+		ref := broker.LeaseRef{Queue: l.Msg.Queue, ID: l.Msg.ID, Token: l.Token}
+		if err := h.b.Requeue(ctx, ref); err != nil {
+			h.logger.Warn("fetch: return a task that did not fit the answer", "queue", ref.Queue, "id", ref.ID, "err", err)
+		}
+	}
 }
 
 type ackRequest struct {
@@ -313,6 +346,11 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	ti, err := h.b.GetTaskInfo(ctx, ref.Queue, ref.ID)
+	if errors.Is(err, base.ErrTaskNotFound) || errors.Is(err, base.ErrQueueNotFound) {
+		// As ack and heartbeat answer: whatever became of the task, the
+		// caller no longer holds it.
+		err = fmt.Errorf("%w: task %s/%s: no such task (deleted, or never leased); stop working on it", base.ErrLeaseLost, ref.Queue, ref.ID)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -19,25 +19,47 @@ import (
 // URL that cannot be read for sure shows less, never part of a password.
 // A URL without "://" (file:PATH, mem:) is returned as it is.
 func RedactURL(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
+	scheme, rest, userinfo, at, ok := splitURL(raw)
+	switch {
+	case !ok:
 		return raw
-	}
-	if before, query, ok := strings.Cut(rest, "?"); ok {
-		rest = before + "?" + redactQuery(query)
-	}
-	at := strings.LastIndexByte(rest, '@')
-	if at < 0 {
+	case at < 0:
 		return scheme + "://" + rest
-	}
-	userinfo := rest[:at]
-	if strings.Contains(userinfo, "?") {
+	case strings.Contains(userinfo, "?"):
 		return scheme + "://xxxxx" + rest[at:]
 	}
 	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
 		return scheme + "://" + user + ":xxxxx" + rest[at:]
 	}
 	return scheme + "://" + rest
+}
+
+// AmbiguousURL reports whether raw cannot be read for sure: an '@' is left
+// after the '?' once the password parameters are hidden (a '?' in a
+// password, or an '@' in a query value). RedactURL then hides everything
+// up to that '@', and a parser should quote no part of raw in its errors.
+func AmbiguousURL(raw string) bool {
+	_, _, userinfo, at, ok := splitURL(raw)
+	return ok && at >= 0 && strings.Contains(userinfo, "?")
+}
+
+// splitURL cuts raw at "://" and at the last '@' of what follows, once
+// the values of the password parameters are hidden: rest is that part
+// (query redacted), userinfo what precedes the '@' at index at (-1 when
+// none). ok is false when raw has no "://".
+func splitURL(raw string) (scheme, rest, userinfo string, at int, ok bool) {
+	scheme, rest, ok = strings.Cut(raw, "://")
+	if !ok {
+		return "", "", "", -1, false
+	}
+	if before, query, ok := strings.Cut(rest, "?"); ok {
+		rest = before + "?" + redactQuery(query)
+	}
+	at = strings.LastIndexByte(rest, '@')
+	if at >= 0 {
+		userinfo = rest[:at]
+	}
+	return scheme, rest, userinfo, at, true
 }
 
 // redactQuery hides the value of every parameter of query whose name

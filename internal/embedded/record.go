@@ -50,7 +50,8 @@ func encodeTask(t *task) []byte {
 // errBadRecord marks a record that cannot be decoded.
 var errBadRecord = errors.New("bad task record")
 
-// decodeTask reads a record written by encodeTask. The result shares no
+// decodeTask reads a record written by encodeTask, and only such a
+// record: encodeTask gives the bytes it accepts back unchanged. The result shares no
 // memory with b (bbolt's memory is only valid inside its transaction).
 // intern, when not nil, returns a shared copy of a queue name or task type,
 // which repeat across records.
@@ -145,9 +146,12 @@ func (d *decoder) fail(what string) {
 	}
 }
 
+// uvarint reads an unsigned varint in its shortest form, the only one
+// encoder writes (binary.Uvarint alone also takes padded forms such as
+// 0x80 0x00, which would not encode back to the same record).
 func (d *decoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	if n <= 0 || n != uvarintLen(v) {
 		d.fail("uvarint")
 		d.b = nil
 		return 0
@@ -156,9 +160,10 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
+// varint reads a signed varint in its shortest form.
 func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.b)
-	if n <= 0 {
+	if n <= 0 || n != uvarintLen(zigzag(v)) {
 		d.fail("varint")
 		d.b = nil
 		return 0
@@ -166,6 +171,19 @@ func (d *decoder) varint() int64 {
 	d.b = d.b[n:]
 	return v
 }
+
+// uvarintLen is how many bytes binary.AppendUvarint writes for v.
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+// zigzag is the unsigned form binary.AppendVarint writes for v.
+func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
 
 func (d *decoder) int() int {
 	v := d.varint()
@@ -219,11 +237,14 @@ func (d *decoder) time() time.Time {
 	case 1:
 		sec := d.varint()
 		nsec := d.uvarint()
-		if nsec >= 1e9 {
+		t := time.Unix(sec, int64(nsec))
+		// The zero time is written as 0, and a time that time.Unix
+		// cannot hold as given would not encode back to these bytes.
+		if nsec >= 1e9 || t.IsZero() || t.Unix() != sec {
 			d.fail("time")
 			return time.Time{}
 		}
-		return time.Unix(sec, int64(nsec))
+		return t
 	default:
 		d.fail("time")
 		return time.Time{}

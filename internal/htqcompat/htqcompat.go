@@ -26,7 +26,8 @@ import (
 	"github.com/htqueue/htq/internal/model"
 )
 
-// HTQ's error codes, as HTQ (github.com/star7th/htq) answered them.
+// HTQ's error codes, as HTQ (github.com/star7th/htq) answered them, and
+// one of htq's own.
 const (
 	htqOK            = 0
 	htqAuthFailed    = 1000
@@ -34,6 +35,9 @@ const (
 	htqQueueExists   = 1002
 	htqQueueNotFound = 1003
 	htqDeleteFailed  = 1004
+	// htqQueryFailed is htq's own: HTQ's allQueue and countQueue had no
+	// failure answer, and "add failed" would mislead.
+	htqQueryFailed = 1005
 )
 
 // HTQ's messages, kept word for word so that a client comparing them keeps
@@ -49,6 +53,7 @@ const (
 	htqMsgDeleted       = "删除成功"
 	htqMsgDeleteFailed  = "删除失败"
 	htqMsgQueueNotFound = "队列不存在，请先创建"
+	htqMsgQueryFailed   = "查询失败" // "query failed": htq's, for htqQueryFailed
 )
 
 // Options configure the HTQ-compatible handler.
@@ -126,7 +131,10 @@ type htqReply struct {
 
 // writeHTQ answers as HTQ did: the JSON text without a trailing newline,
 // as text/html (HTQ's Express res.send of a string; a client that parses
-// the text itself keeps working), with HTQ's CORS headers.
+// the text itself keeps working), with HTQ's Access-Control-Allow-Origin: *
+// but not its Allow-Credentials: true (which browsers refuse beside "*",
+// and which would let any site call with the caller's credentials if the
+// origin were ever echoed; HTQ's clients are servers).
 func writeHTQ(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
@@ -136,7 +144,6 @@ func writeHTQ(w http.ResponseWriter, status int, v any) {
 	hdr.Set("Content-Type", "text/html; charset=utf-8")
 	hdr.Set("Content-Length", strconv.Itoa(len(body)))
 	hdr.Set("Access-Control-Allow-Origin", "*")
-	hdr.Set("Access-Control-Allow-Credentials", "true")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
@@ -161,8 +168,9 @@ func (h *Handler) htqFail(w http.ResponseWriter, r *http.Request, code int, msg 
 
 // htqForm parses a urlencoded or multipart/form-data body (at most
 // MaxBodyBytes) and checks app_key and app_token in constant time. It
-// answers the request itself and returns false when the call cannot go on.
-func (h *Handler) htqForm(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+// answers the request itself and returns false when the call cannot go on:
+// a body that does not parse with the endpoint's failure code and message.
+func (h *Handler) htqForm(w http.ResponseWriter, r *http.Request, failCode int, failMsg string) (url.Values, bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
 	var err error
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -179,7 +187,7 @@ func (h *Handler) htqForm(w http.ResponseWriter, r *http.Request) (url.Values, b
 		if !errors.As(err, &tooBig) {
 			err = fmt.Errorf("%w: form: %v", base.ErrInvalidArgument, err)
 		}
-		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+		h.htqFail(w, r, failCode, failMsg, err)
 		return nil, false
 	}
 	f := r.PostForm
@@ -210,7 +218,7 @@ func htqSeconds(f url.Values, name string) (int, error) {
 // max_time_interval, and htq's optional extensions: see
 // htqQueueExtensions).
 func (h *Handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
-	f, ok := h.htqForm(w, r)
+	f, ok := h.htqForm(w, r, htqAddFailed, htqMsgAddFailed)
 	if !ok {
 		return
 	}
@@ -267,7 +275,7 @@ func (h *Handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 // htqDeleteQueue: POST /api/deleteQueue (queue_name) deletes the queue and
 // its tasks; it fails (1004) while one of its tasks is running.
 func (h *Handler) htqDeleteQueue(w http.ResponseWriter, r *http.Request) {
-	f, ok := h.htqForm(w, r)
+	f, ok := h.htqForm(w, r, htqDeleteFailed, htqMsgDeleteFailed)
 	if !ok {
 		return
 	}
@@ -312,12 +320,12 @@ type htqQueue struct {
 // stepping_time and max_time_interval as strings (as HTQ stored the form
 // values).
 func (h *Handler) htqAllQueue(w http.ResponseWriter, r *http.Request) {
-	if _, ok := h.htqForm(w, r); !ok {
+	if _, ok := h.htqForm(w, r, htqQueryFailed, htqMsgQueryFailed); !ok {
 		return
 	}
 	qs, err := h.opts.Registry.Queues().List(r.Context())
 	if err != nil {
-		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+		h.htqFail(w, r, htqQueryFailed, htqMsgQueryFailed, err)
 		return
 	}
 	out := make([]htqQueue, 0, len(qs))
@@ -340,7 +348,7 @@ func (h *Handler) htqAllQueue(w http.ResponseWriter, r *http.Request) {
 // running, scheduled, waiting for a retry); 0 for an unknown queue, as
 // HTQ answered.
 func (h *Handler) htqCountQueue(w http.ResponseWriter, r *http.Request) {
-	f, ok := h.htqForm(w, r)
+	f, ok := h.htqForm(w, r, htqQueryFailed, htqMsgQueryFailed)
 	if !ok {
 		return
 	}
@@ -351,7 +359,7 @@ func (h *Handler) htqCountQueue(w http.ResponseWriter, r *http.Request) {
 		case err == nil:
 			count = info.Pending + info.Active + info.Scheduled + info.Retry + info.Aggregating
 		case !errors.Is(err, base.ErrQueueNotFound):
-			h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
+			h.htqFail(w, r, htqQueryFailed, htqMsgQueryFailed, err)
 			return
 		}
 	}
@@ -456,7 +464,7 @@ func formText(v json.RawMessage) string {
 // execute_time) adds a URL task; a queue that does not exist is created
 // as real_time, as HTQ did.
 func (h *Handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
-	f, ok := h.htqForm(w, r)
+	f, ok := h.htqForm(w, r, htqAddFailed, htqMsgAddFailed)
 	if !ok {
 		return
 	}

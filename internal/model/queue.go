@@ -106,10 +106,10 @@ const (
 	MaxAttemptsLimit = 10000
 	// MaxBackoffLimit bounds MaxBackoffMS.
 	MaxBackoffLimit = 30 * 24 * time.Hour
-	// MaxDispatchTimeout bounds a URL task's timeout_ms and a queue's
-	// DispatchTimeoutMS; htq serve gives it to its dispatcher as the
-	// longest request it makes.
-	MaxDispatchTimeout = 30 * time.Minute
+	// MaxDispatchTimeout bounds a queue's DispatchTimeoutMS and htq
+	// serve's --dispatch-timeout: a request may not take longer than the
+	// dispatcher allows (MaxRequestTimeout).
+	MaxDispatchTimeout = MaxRequestTimeout
 	// MaxCompletedRetention bounds CompletedRetentionS and htq serve's
 	// --completed-retention.
 	MaxCompletedRetention = 366 * 24 * time.Hour

@@ -32,8 +32,10 @@ type Registry struct {
 
 // NewRegistry returns a Registry over the queue records of cache and the
 // storage insp inspects. checkTarget, when not nil, vets the target of
-// every URL task (dispatch.Guard.Check); defaults are htq serve's
-// policies for what neither a task nor its queue sets.
+// every URL task (dispatch.Guard.CheckURL): an error wrapping
+// base.ErrInvalidArgument is a malformed URL, any other a refused target.
+// defaults are htq serve's policies for what neither a task nor its queue
+// sets.
 func NewRegistry(cache *Cache, insp *htq.Inspector, checkTarget func(context.Context, *url.URL) error, defaults Defaults, logger *slog.Logger) *Registry {
 	return &Registry{cache: cache, insp: insp, checkTarget: checkTarget, defaults: defaults, logger: logger}
 }
@@ -61,7 +63,9 @@ func (r *Registry) Build(ctx context.Context, s *TaskSpec, q *Queue) (*htq.Task,
 	}
 	if ut != nil && r.checkTarget != nil {
 		u, _ := url.Parse(ut.URL) // Validate parsed it already
-		if err := r.checkTarget(ctx, u); err != nil {
+		if err := r.checkTarget(ctx, u); errors.Is(err, base.ErrInvalidArgument) {
+			return nil, nil, err // a malformed URL, not a refused target
+		} else if err != nil {
 			return nil, nil, fmt.Errorf("%w: %v", ErrTargetNotAllowed, err)
 		}
 	}

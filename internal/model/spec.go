@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/base"
@@ -46,7 +47,9 @@ type TaskOptions struct {
 	Unique    *Duration `json:"unique,omitempty"`
 	TaskID    string    `json:"task_id,omitempty"`
 	Retention *Duration `json:"retention,omitempty"`
-	Group     string    `json:"group,omitempty"`
+	// Group is refused (see errGroupOverHTTP); it is kept as a field so
+	// that a client that sends it hears why instead of "unknown field".
+	Group string `json:"group,omitempty"`
 }
 
 // Headers are a URL task's request headers, a JSON object of names to
@@ -114,6 +117,11 @@ func (t *jsonTime) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// errGroupOverHTTP explains why options.group is refused: htq serve runs
+// no aggregator, so a grouped task would stay aggregating for ever.
+const errGroupOverHTTP = "options.group: task groups are a Go-library feature (htq.Group, with a Server whose " +
+	"Config.GroupAggregator combines them); htq serve runs no aggregator, so a grouped task sent over HTTP would never run"
+
 // IsURL reports whether the spec is a URL task.
 func (s *TaskSpec) IsURL() bool { return s.URL != "" }
 
@@ -171,6 +179,9 @@ func (o *TaskOptions) Options(dst []htq.Option) ([]htq.Option, error) {
 	if o.Delay != nil && o.ProcessAt != nil {
 		return nil, invalid("options: set delay or process_at, not both")
 	}
+	if o.Group != "" {
+		return nil, invalid(errGroupOverHTTP)
+	}
 	if o.Delay != nil {
 		dst = append(dst, htq.ProcessIn(time.Duration(*o.Delay)))
 	}
@@ -194,9 +205,6 @@ func (o *TaskOptions) Options(dst []htq.Option) ([]htq.Option, error) {
 	}
 	if o.Retention != nil {
 		dst = append(dst, htq.Retention(time.Duration(*o.Retention)))
-	}
-	if o.Group != "" {
-		dst = append(dst, htq.Group(o.Group))
 	}
 	return dst, nil
 }
@@ -247,6 +255,11 @@ func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *URLTask, error) {
 			return nil, nil, nil, fmt.Errorf("%w: queue %s is a %s queue: it takes URL tasks, not typed tasks", ErrModeMismatch, q.Name, q.Mode)
 		}
 		payload := []byte(s.Payload)
+		if !utf8.Valid(payload) {
+			// A JSON payload is stored as its text and answered as JSON;
+			// it must be UTF-8 to stay valid JSON.
+			return nil, nil, nil, invalid("payload: not valid UTF-8 (a JSON string in it holds bytes that are not UTF-8); send binary data as payload_base64")
+		}
 		if s.PayloadBase64 != "" {
 			if payload, err = base64.StdEncoding.DecodeString(s.PayloadBase64); err != nil {
 				return nil, nil, nil, invalid("payload_base64: " + err.Error())

@@ -4,12 +4,21 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/htqueue/htq/internal/base"
 )
+
+// MaxRequestTimeout is the longest request timeout a URL task may have
+// (its timeout_ms, or its queue's dispatch_timeout_ms): the URL worker's
+// dispatcher is configured with it as its maximum and would archive a task
+// that asked for more, so the API refuses one at enqueue.
+const MaxRequestTimeout = 30 * time.Minute
 
 // TypeURL is the htq task type of a URL task: its payload is a URLTask in
 // JSON, and the service's dispatcher makes the request it describes.
@@ -57,7 +66,9 @@ func (t *URLTask) RequestTimeout(q *Queue, d Defaults) time.Duration {
 	case t.TimeoutMS > 0:
 		return time.Duration(t.TimeoutMS) * time.Millisecond
 	case q != nil && q.DispatchTimeoutMS > 0:
-		return q.DispatchTimeout()
+		// A record written before the bound existed may ask for more
+		// than the dispatcher takes.
+		return min(q.DispatchTimeout(), MaxRequestTimeout)
 	case d.DispatchTimeout > 0:
 		return d.DispatchTimeout
 	}
@@ -106,18 +117,27 @@ var reservedHeaders = map[string]bool{
 	"host": true, "content-length": true, "transfer-encoding": true, "connection": true,
 	"keep-alive": true, "te": true, "trailer": true, "upgrade": true, "proxy-connection": true,
 	"webhook-id": true, "webhook-timestamp": true, "webhook-signature": true,
+	"proxy-authorization": true, "expect": true,
 }
 
 // Validate checks the request a URL task describes (without resolving
-// its host): an absolute http or https URL without user information, a
-// known method, well-formed headers that htq does not set itself, one body
-// field at most. Errors wrap base.ErrInvalidArgument.
+// its host) by every rule the dispatcher applies before it sends one, so
+// that a task accepted at enqueue is never archived unsent for its form:
+// an absolute http or https URL with a host, a port from 1 to 65535 if
+// any and no user information, a known method, well-formed headers (no
+// control character but tab in a value) that htq and HTTP do not set
+// themselves, one body field at most, a timeout from 0 to
+// MaxRequestTimeout, and text that is valid UTF-8 (the task is stored as
+// JSON). Errors wrap base.ErrInvalidArgument.
 func (t *URLTask) Validate() (*url.URL, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: URL task: "+format, append([]any{base.ErrInvalidArgument}, args...)...)
 	}
 	if t.URL == "" {
 		return nil, bad("url is empty")
+	}
+	if !utf8.ValidString(t.URL) {
+		return nil, bad("url %q is not valid UTF-8", t.URL)
 	}
 	u, err := url.Parse(t.URL)
 	if err != nil {
@@ -126,14 +146,22 @@ func (t *URLTask) Validate() (*url.URL, error) {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, bad("url %q: the scheme must be http or https", t.URL)
 	}
-	if u.Host == "" || u.Hostname() == "" {
+	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
 		return nil, bad("url %q has no host", t.URL)
 	}
 	if u.User != nil {
 		return nil, bad("url %q: user information is not allowed (send credentials in a header)", t.URL)
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, bad("url %q: port %q is not a number from 1 to 65535", t.URL, p)
+		}
+	}
 	if !urlMethods[t.Method] {
 		return nil, bad("method %q: want GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS", t.Method)
+	}
+	if _, err := http.NewRequest(t.Method, u.String(), nil); err != nil {
+		return nil, bad("url %q: %v", t.URL, err)
 	}
 	for name, value := range t.Headers {
 		if !validHeaderName(name) {
@@ -143,20 +171,34 @@ func (t *URLTask) Validate() (*url.URL, error) {
 		if reservedHeaders[lower] || strings.HasPrefix(lower, "htq-") {
 			return nil, bad("header %q is set by htq or by HTTP, not by a task", name)
 		}
-		if strings.ContainsAny(value, "\r\n\x00") {
-			return nil, bad("header %q: the value contains a line break or NUL", name)
+		if !validHeaderValue(value) {
+			return nil, bad("header %q: the value holds a control character (only tab is allowed) or is not valid UTF-8", name)
 		}
 	}
 	if t.Body != "" && t.BodyBase64 != "" {
 		return nil, bad("set body or body_base64, not both")
 	}
+	if !utf8.ValidString(t.Body) {
+		return nil, bad("body is not valid UTF-8; send it as body_base64")
+	}
 	if _, err := t.BodyBytes(); err != nil {
 		return nil, err
 	}
-	if t.TimeoutMS < 0 || t.TimeoutMS > MaxDispatchTimeout.Milliseconds() {
-		return nil, bad("timeout_ms %d is out of range [0, %d]", t.TimeoutMS, MaxDispatchTimeout.Milliseconds())
+	if t.TimeoutMS < 0 || t.TimeoutMS > MaxRequestTimeout.Milliseconds() {
+		return nil, bad("timeout_ms %d is out of range [0, %d]", t.TimeoutMS, MaxRequestTimeout.Milliseconds())
 	}
 	return u, nil
+}
+
+// validHeaderValue reports whether s is valid UTF-8 without a control
+// character other than tab.
+func validHeaderValue(s string) bool {
+	for _, c := range []byte(s) {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return utf8.ValidString(s)
 }
 
 func validHeaderName(s string) bool {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -35,6 +36,10 @@ const (
 	flagUnique
 	flagRetention
 	flagGroup
+
+	// flagsKnown is every flag this version writes; a message with another
+	// bit set was written by something else and is refused.
+	flagsKnown = flagPayload | flagTimeout | flagDeadline | flagUnique | flagRetention | flagGroup
 )
 
 var errCorrupt = errors.New("rdb: corrupt task message")
@@ -93,10 +98,16 @@ func appendString(dst []byte, s string) []byte {
 }
 
 // decodeMessage fills the immutable fields of m from blob (as
-// encodeMessage wrote it). It never panics on bad input.
+// encodeMessage wrote it). It never panics on bad input, and it accepts
+// only what encodeMessage writes: encoding the message it fills gives
+// blob back byte for byte. So it refuses unknown flag bits, a flag whose
+// field holds the value the encoder leaves out (an empty unique or group
+// key, a zero timeout, retention or deadline), varints that are not in
+// their shortest form, a deadline's nanoseconds of a second or more, and a
+// count that does not fit an int.
 func decodeMessage(blob string, m *base.TaskMessage) error {
 	d := decoder{s: blob}
-	if len(blob) < 2 || blob[0] != codecVersion {
+	if len(blob) < 2 || blob[0] != codecVersion || blob[1]&^flagsKnown != 0 {
 		return errCorrupt
 	}
 	flags := blob[1]
@@ -105,24 +116,35 @@ func decodeMessage(blob string, m *base.TaskMessage) error {
 	if flags&flagPayload != 0 {
 		m.Payload = []byte(d.str())
 	}
-	m.MaxRetry = int(d.uvarint())
+	if n := d.uvarint(); n <= math.MaxInt {
+		m.MaxRetry = int(n)
+	} else {
+		d.bad = true
+	}
 	if flags&flagTimeout != 0 {
 		m.Timeout = time.Duration(d.varint())
+		d.bad = d.bad || m.Timeout == 0
 	}
 	if flags&flagDeadline != 0 {
 		sec := d.varint()
 		nsec := d.uvarint()
 		m.Deadline = time.Unix(sec, int64(nsec))
+		// A deadline that is the zero time, or that time.Unix cannot hold
+		// as given, would not encode back to these bytes.
+		d.bad = d.bad || nsec >= 1e9 || m.Deadline.IsZero() || m.Deadline.Unix() != sec
 	}
 	if flags&flagUnique != 0 {
 		m.UniqueKey = d.str()
 		m.UniqueTTL = time.Duration(d.varint())
+		d.bad = d.bad || m.UniqueKey == ""
 	}
 	if flags&flagRetention != 0 {
 		m.Retention = time.Duration(d.varint())
+		d.bad = d.bad || m.Retention == 0
 	}
 	if flags&flagGroup != 0 {
 		m.GroupKey = d.str()
+		d.bad = d.bad || m.GroupKey == ""
 	}
 	if d.bad || d.i != len(blob) {
 		return errCorrupt
@@ -143,6 +165,8 @@ type decoder struct {
 	bad bool
 }
 
+// uvarint reads an unsigned varint in its shortest form (as
+// binary.AppendUvarint writes it); anything else marks the decoder bad.
 func (d *decoder) uvarint() uint64 {
 	var x uint64
 	var shift uint
@@ -154,6 +178,12 @@ func (d *decoder) uvarint() uint64 {
 		b := d.s[d.i]
 		d.i++
 		if b < 0x80 {
+			if n > 0 && b == 0 || n == binary.MaxVarintLen64-1 && b > 1 {
+				// A trailing zero byte (not the shortest form) or a
+				// value over 64 bits.
+				d.bad = true
+				return 0
+			}
 			return x | uint64(b)<<shift
 		}
 		x |= uint64(b&0x7f) << shift

@@ -28,15 +28,23 @@ import (
 // scheme the WaitOptions: wait_replicas (a count), wait_timeout (a Go
 // duration, at least 1ms) and wait_aof_local (true/false or 1/0). Any
 // other parameter, a bad value, a bad port or db, or a missing host is an
-// error naming it and wrapping base.ErrInvalidArgument.
+// error naming it and wrapping base.ErrInvalidArgument. No error shows any
+// part of a password: the error of a URL that cannot be read for sure
+// (base.AmbiguousURL) names no part of it.
 //
 // The WaitOptions are nil unless the URL has a wait_* parameter.
 func ParseURL(rawURL string) (rueidis.ClientOption, *WaitOptions, error) {
 	var co rueidis.ClientOption
 	var wait *WaitOptions
 	bad := func(format string, a ...any) (rueidis.ClientOption, *WaitOptions, error) {
+		detail := fmt.Sprintf(format, a...)
+		if base.AmbiguousURL(rawURL) {
+			// A '?' in a password or an '@' in a parameter: the detail
+			// could quote part of a password.
+			detail = "cannot be read for sure: an '@' follows the '?' (write a '?' of a password as %3F, an '@' of a parameter as %40)"
+		}
 		return rueidis.ClientOption{}, nil, fmt.Errorf("rdb: storage URL %q: %s: %w",
-			base.RedactURL(rawURL), fmt.Sprintf(format, a...), base.ErrInvalidArgument)
+			base.RedactURL(rawURL), detail, base.ErrInvalidArgument)
 	}
 	waitOpts := func() *WaitOptions {
 		if wait == nil {
@@ -104,7 +112,8 @@ func ParseURL(rawURL string) (rueidis.ClientOption, *WaitOptions, error) {
 	}
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
-		return bad("bad query: %v", err)
+		// Not quoted: the bad escape may be part of sentinel_password.
+		return bad("bad query: a malformed %%-escape or a ';' (percent-encode special characters)")
 	}
 	for k, v := range q {
 		val := v[len(v)-1]

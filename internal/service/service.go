@@ -30,6 +30,7 @@ import (
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/api"
 	"github.com/htqueue/htq/internal/apitoken"
+	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/htqueue/htq/internal/dispatch"
 	"github.com/htqueue/htq/internal/metrics"
@@ -132,7 +133,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Signer:              signer,
 		Allow:               cfg.AllowTargets,
 		Timeout:             cfg.DispatchTimeout,
-		MaxTimeout:          model.MaxDispatchTimeout,
+		MaxTimeout:          model.MaxRequestTimeout, // what the API lets a task ask for
 		MaxIdleConnsPerHost: max(dispatch.DefaultMaxIdleConnsPerHost, cfg.Concurrency),
 	})
 	if err != nil {
@@ -159,7 +160,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Context:          s.apiCtx,
 		Meta:             s.meta,
 		Queues:           s.queues,
-		CheckTarget:      func(_ context.Context, u *url.URL) error { return s.disp.Guard().CheckURL(u) },
+		CheckTarget:      s.checkTarget,
 		SchedulesChanged: s.sched.reload,
 		Metrics:          obs,
 		// Negative keeps none: the API's 0.
@@ -308,6 +309,17 @@ func (s *Service) urlQueues(ctx context.Context) (map[string]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// checkTarget is the API's check of a URL task's target at enqueue: the
+// dispatcher's guard on the URL as written. A malformed URL is an
+// ErrInvalidArgument (400), a refused address a target error (422).
+func (s *Service) checkTarget(_ context.Context, u *url.URL) error {
+	err := s.disp.Guard().CheckURL(u)
+	if errors.Is(err, dispatch.ErrInvalidRequest) {
+		return fmt.Errorf("%w: URL task: %v", base.ErrInvalidArgument, err)
+	}
+	return err
 }
 
 // serve runs the HTTP server until Shutdown or a fatal error.
