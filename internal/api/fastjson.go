@@ -68,27 +68,40 @@ func decodeBody(body []byte, readErr error, v any) error {
 // decodeSpec reads the body of a single enqueue into spec.
 func (h *handler) decodeSpec(w http.ResponseWriter, r *http.Request, spec *TaskSpec) error {
 	body, err := h.readBody(w, r)
-	if err == nil && json.Valid(body) {
+	return specFromBody(body, err, spec)
+}
+
+// specFromBody decodes a body read by readBody (with its read error) into
+// spec: by the scanner when it reads the whole body, else by
+// encoding/json.
+func specFromBody(body []byte, readErr error, spec *TaskSpec) error {
+	if readErr == nil && json.Valid(body) {
 		p := parser{b: body}
 		if p.ws(); p.spec(spec) {
 			return nil
 		}
 		*spec = TaskSpec{}
 	}
-	return decodeBody(body, err, spec)
+	return decodeBody(body, readErr, spec)
 }
 
 // decodeBatch reads the body of a batch enqueue into req.
 func (h *handler) decodeBatch(w http.ResponseWriter, r *http.Request, req *batchRequest) error {
 	body, err := h.readBody(w, r)
-	if err == nil && json.Valid(body) {
+	return batchFromBody(body, err, req)
+}
+
+// batchFromBody decodes a body read by readBody (with its read error) into
+// req, as specFromBody.
+func batchFromBody(body []byte, readErr error, req *batchRequest) error {
+	if readErr == nil && json.Valid(body) {
 		p := parser{b: body}
 		if p.ws(); p.batch(req) {
 			return nil
 		}
 		*req = batchRequest{}
 	}
-	return decodeBody(body, err, req)
+	return decodeBody(body, readErr, req)
 }
 
 // parser reads a body known to be valid JSON. Its methods return false

@@ -3,8 +3,10 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -171,4 +173,102 @@ func TestDueTime(t *testing.T) {
 	if _, ok := DueTime(empty); !ok || !json.Valid(empty) || string(WithoutDueTime(empty)) != `{}` {
 		t.Errorf("WithDueTime({}) = %s", empty)
 	}
+}
+
+// FuzzFastJSON feeds the same bytes to the enqueue decoders (the scanner
+// with its fall-back to encoding/json, as the handlers call them) and to
+// encoding/json alone, as a single task and as a batch, and fails on any
+// difference: one accepts what the other refuses, the errors differ, or
+// the decoded values do. The body is also wrapped as the task of a batch,
+// and twice, so that the batch scanner reads what the fuzzer makes.
+func FuzzFastJSON(f *testing.F) {
+	for _, b := range specBodies {
+		f.Add([]byte(b))
+	}
+	for _, b := range []string{
+		`{"tasks":[{"type":"a","payload":{"i":1}},{"type":"a"},{"type":"b","payload":[1,2]}]}`,
+		`{"tasks":[]}`, `{"tasks":null}`, `{"tasks":[{"url":"http://h/x","headers":{"a":"b"},"body":"x"}]}`,
+		`{"type":"a","payload":{"i":1}`, `{"type":"a","payload":}`, `{"type":"a" "payload":1}`, `{"type":"a\"}`,
+		`{"type":"a","payload":[1,2}`, `{"type":"a","payload":"\x"}`, `{"type":"a","timeout_ms":-}`, "{\"type\":\"a\x00\"}",
+		`{"type":"a","payload":{"k":"v"}}}`, `{"tasks":[{"type":"a"},]}`, `{"tasks":[{"type":"a"}`, `{"tasks":{}}`,
+	} {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		sameSpec(t, body)
+		sameBatch(t, body)
+		sameBatch(t, []byte(`{"tasks":[`+string(body)+`]}`))
+		sameBatch(t, []byte(`{"tasks":[`+string(body)+`,`+string(body)+`]}`))
+	})
+}
+
+// sameSpec fails unless specFromBody decodes body as encoding/json does.
+func sameSpec(t *testing.T, body []byte) {
+	t.Helper()
+	var got, want TaskSpec
+	gotErr := specFromBody(slices.Clone(body), nil, &got)
+	wantErr := decodeStd(body, &want)
+	if !sameErr(gotErr, wantErr) {
+		t.Fatalf("spec %q:\n fast error %v\n std  error %v", body, gotErr, wantErr)
+	}
+	if wantErr == nil && !reflect.DeepEqual(normSpec(got), normSpec(want)) {
+		t.Fatalf("spec %q:\n fast %s\n std  %s", body, dump(got), dump(want))
+	}
+}
+
+// sameBatch fails unless batchFromBody decodes body as encoding/json does.
+func sameBatch(t *testing.T, body []byte) {
+	t.Helper()
+	var got, want batchRequest
+	gotErr := batchFromBody(slices.Clone(body), nil, &got)
+	wantErr := decodeStd(body, &want)
+	if !sameErr(gotErr, wantErr) {
+		t.Fatalf("batch %q:\n fast error %v\n std  error %v", body, gotErr, wantErr)
+	}
+	if wantErr != nil {
+		return
+	}
+	if (got.Tasks == nil) != (want.Tasks == nil) || len(got.Tasks) != len(want.Tasks) {
+		t.Fatalf("batch %q:\n fast %s\n std  %s", body, dump(got), dump(want))
+	}
+	for i := range got.Tasks {
+		if !reflect.DeepEqual(normSpec(got.Tasks[i]), normSpec(want.Tasks[i])) {
+			t.Fatalf("batch %q: task %d:\n fast %s\n std  %s", body, i, dump(got.Tasks[i]), dump(want.Tasks[i]))
+		}
+	}
+}
+
+// sameErr reports whether two decoding errors are both nil or both the
+// same error.
+func sameErr(a, b error) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Error() == b.Error()
+}
+
+// dump shows a decoded value with its strings quoted (a difference in
+// bytes that print alike shows) and its pointers followed.
+func dump(v any) string {
+	switch v := v.(type) {
+	case TaskSpec:
+		s := fmt.Sprintf("%#v", v)
+		if v.Body != nil {
+			s += fmt.Sprintf(" body=%q", *v.Body)
+		}
+		if v.Variable != nil {
+			s += fmt.Sprintf(" variable=%#v", *v.Variable)
+		}
+		if v.Options != nil {
+			s += fmt.Sprintf(" options=%+v", *v.Options)
+		}
+		return s
+	case batchRequest:
+		s := fmt.Sprintf("%d tasks (nil: %t)", len(v.Tasks), v.Tasks == nil)
+		for _, t := range v.Tasks {
+			s += "\n  " + dump(t)
+		}
+		return s
+	}
+	return fmt.Sprintf("%#v", v)
 }
