@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/htqueue/htq"
 )
@@ -19,7 +20,7 @@ import (
 // (appendEnqueued). The scanner only accepts what it fully understands: a
 // body that is valid JSON (json.Valid) whose keys are the exact field
 // names, each at most once, with plain values (strings without escapes,
-// no nulls). Anything else, and every malformed body, goes to the
+// valid UTF-8, no nulls). Anything else, and every malformed body, goes to the
 // encoding/json path (decodeJSON), so the errors and the corner cases
 // (case-insensitive keys, escapes, duplicate keys, nulls) stay exactly
 // those of encoding/json. The payload of a task is kept as a slice of the
@@ -134,7 +135,9 @@ func (p *parser) peek() byte {
 	return 0
 }
 
-// str reads a string without escapes and returns its contents.
+// str reads a string without escapes and returns its contents. A string
+// that is not valid UTF-8 is left to encoding/json, which replaces each
+// bad byte with U+FFFD.
 func (p *parser) str() ([]byte, bool) {
 	if p.peek() != '"' {
 		return nil, false
@@ -145,7 +148,7 @@ func (p *parser) str() ([]byte, bool) {
 		return nil, false
 	}
 	s := p.b[start : start+end]
-	if bytes.IndexByte(s, '\\') >= 0 {
+	if bytes.IndexByte(s, '\\') >= 0 || !utf8.Valid(s) {
 		return nil, false
 	}
 	p.i = start + end + 1
