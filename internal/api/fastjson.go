@@ -68,6 +68,9 @@ func decodeBody(body []byte, readErr error, v any) error {
 
 // decodeSpec reads the body of a single enqueue into spec.
 func (h *handler) decodeSpec(w http.ResponseWriter, r *http.Request, spec *TaskSpec) error {
+	if !scanEnqueueBodies {
+		return h.decodeJSON(w, r, spec)
+	}
 	body, err := h.readBody(w, r)
 	return specFromBody(body, err, spec)
 }
@@ -88,6 +91,9 @@ func specFromBody(body []byte, readErr error, spec *TaskSpec) error {
 
 // decodeBatch reads the body of a batch enqueue into req.
 func (h *handler) decodeBatch(w http.ResponseWriter, r *http.Request, req *batchRequest) error {
+	if !scanEnqueueBodies {
+		return h.decodeJSON(w, r, req)
+	}
 	body, err := h.readBody(w, r)
 	return batchFromBody(body, err, req)
 }
