@@ -39,7 +39,7 @@ func newEnqueueResponse(info *htq.TaskInfo) enqueueResponse {
 // enqueue: POST /v1/queues/{queue}/tasks.
 func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 	var spec model.TaskSpec
-	if err := h.decodeSpec(w, r, &spec); err != nil {
+	if err := h.decodeJSON(w, r, &spec); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -59,8 +59,7 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	resp := newEnqueueResponse(info)
-	writeEnqueued(w, &resp)
+	writeJSON(w, http.StatusCreated, newEnqueueResponse(info))
 }
 
 type batchRequest struct {
@@ -89,7 +88,7 @@ type batchResponse struct {
 // has one result per task, in order.
 func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 	var req batchRequest
-	if err := h.decodeBatch(w, r, &req); err != nil {
+	if err := h.decodeJSON(w, r, &req); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -138,9 +137,6 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 	var batchErr *htq.BatchError
 	if err != nil && !errors.As(err, &batchErr) {
 		h.writeError(w, r, err)
-		return
-	}
-	if err == nil && writeBatchOK(w, infos) {
 		return
 	}
 	resp := batchResponse{Results: make([]batchItem, len(tasks))}
