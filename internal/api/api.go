@@ -230,7 +230,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	h.mux.ServeHTTP(sw, r)
-	h.metrics.ObserveRequest(r.Pattern, sw.status(), time.Since(start))
+	route := r.Pattern
+	if route == routeV1Fallback || route == routeFallback {
+		route = "" // no route took it: counted as unmatched
+	}
+	h.metrics.ObserveRequest(route, sw.status(), time.Since(start))
 }
 
 // statusWriter remembers the status of the answer it carries.

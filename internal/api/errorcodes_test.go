@@ -14,7 +14,7 @@ import (
 // unavailable (which several causes share), come back as the client's
 // equivalents.
 func TestErrorCodesMapBack(t *testing.T) {
-	own := map[error]error{errUnauthorized: apiclient.ErrUnauthorized, errNoRoute: base.ErrNotFound}
+	own := map[error]error{errUnauthorized: apiclient.ErrUnauthorized, errNoRoute: base.ErrNotFound, errMethodNotAllowed: base.ErrInvalidArgument}
 	for _, row := range errorTable {
 		back := apiclient.ErrorFor(row.code)
 		want := row.err

@@ -45,6 +45,8 @@ var codes = map[string]error{
 	"replication_timeout": htq.ErrReplicationTimeout,
 	"unavailable":         ErrUnavailable,
 	"internal":            ErrServer,
+	// A method the path does not take: a mistake of the caller.
+	"method_not_allowed": htq.ErrInvalidArgument,
 }
 
 // statuses is the sentinel of an error answer without a known code (a
@@ -54,6 +56,7 @@ var statuses = map[int]error{
 	http.StatusUnauthorized:          ErrUnauthorized,
 	http.StatusForbidden:             ErrUnauthorized,
 	http.StatusNotFound:              base.ErrNotFound,
+	http.StatusMethodNotAllowed:      htq.ErrInvalidArgument,
 	http.StatusRequestEntityTooLarge: htq.ErrPayloadTooLarge,
 	http.StatusServiceUnavailable:    ErrUnavailable,
 }
