@@ -51,7 +51,7 @@ type failoverResult struct {
 func runFailover(t *testing.T, query string) failoverResult {
 	primary, replica := startReplicated(t)
 	sentinels := startSentinels(t, primary.Addr, 3, 2)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second) // a failover under load can take a while
 	defer cancel()
 	url := "redis-sentinel://" + strings.Join(sentinels, ",") + "/0?master=mymaster" + query
 	b, err := Open(ctx, url, Options{})

@@ -288,11 +288,21 @@ func TestShutdownEndsLongPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, svc.URL(), testToken)
 	polled := make(chan int, 1)
 	go func() {
-		status, _ := c.call("POST", "/v1/fetch", map[string]any{"queues": []string{"idle"}, "count": 1, "wait_s": 30}, nil)
-		polled <- status
+		// Not c.call: it may not fail the test from this goroutine, and a
+		// poll that Shutdown closed before it was answered (the
+		// connection ends) is an ended poll too (status 0).
+		req, _ := http.NewRequest("POST", svc.URL()+"/v1/fetch", strings.NewReader(`{"queues":["idle"],"count":1,"wait_s":30}`))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			polled <- 0
+			return
+		}
+		resp.Body.Close()
+		polled <- resp.StatusCode
 	}()
 	time.Sleep(300 * time.Millisecond) // let the poll start waiting
 	start := time.Now()
