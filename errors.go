@@ -44,6 +44,15 @@ var (
 	// still lose it. Retrying an Enqueue with the same TaskInfo.ID (the
 	// TaskID option) does not store the task twice.
 	ErrReplicationTimeout = base.ErrReplicationTimeout
+	// ErrUnavailable means the storage could not be reached, did not
+	// answer within its timeout (the Redis URL's timeout parameter, 5 s
+	// by default), or cannot serve yet (Redis loading its data after a
+	// restart, a failover in progress). The operation may or may not have
+	// happened. Enqueue and EnqueueBatch retry such failures themselves
+	// (see ClientOptions) and return it only when their time is up; a
+	// caller may retry them again: the task keeps its ID, and finding it
+	// already stored with the same content is success.
+	ErrUnavailable = base.ErrUnavailable
 	// ErrServerClosed is returned by Start and Run on a Server that was
 	// already shut down.
 	ErrServerClosed = errors.New("htq: server closed")

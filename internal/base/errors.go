@@ -45,4 +45,13 @@ var (
 	// retries may write it twice (an Enqueue retried with the same task
 	// ID and content finds it stored and succeeds without a second copy).
 	ErrReplicationTimeout = errors.New("htq: write not confirmed by enough copies in time")
+	// ErrUnavailable means the storage could not be reached, did not
+	// answer within the call's deadline, or cannot serve yet (Redis
+	// loading its data after a restart, a failover in progress). It says
+	// nothing of the operation itself: a write sent before the connection
+	// broke may have been made. Retrying is safe for an Enqueue (the task
+	// keeps its ID across attempts, and finding it stored is success);
+	// the error wraps the cause, so errors.Is also finds e.g.
+	// context.DeadlineExceeded.
+	ErrUnavailable = errors.New("htq: storage unavailable")
 )
