@@ -53,8 +53,8 @@ type Options struct {
 	// leaves calls to their context alone. In Open, the URL's timeout
 	// parameter replaces it.
 	Timeout time.Duration
-	// DialTimeout bounds each connection attempt; 0 means the smaller of
-	// Timeout and rueidis's default (5 s). Open only.
+	// DialTimeout bounds each connection attempt; 0 means DefaultDialTimeout,
+	// or half of Timeout when that is shorter. Open only.
 	DialTimeout time.Duration
 	// Connections is how many pipelined connections the client keeps to
 	// each Redis node (rounded up to a power of two); 0 means 1. Every
@@ -189,14 +189,19 @@ func (o Options) timeout() time.Duration {
 	return o.Timeout
 }
 
+// DefaultDialTimeout is Options.DialTimeout's default (rueidis's own is
+// 5 s): see limitConnTimeouts.
+const DefaultDialTimeout = time.Second
+
 // limitConnTimeouts fits rueidis's own timeouts to the call timeout, so
 // that a call fails within it (see deadline.go):
-//   - a connection attempt (TCP connect and handshake) lasts at most the
-//     call timeout. Calls that find a connection being opened wait for
-//     that attempt whatever their own deadline, and a stopped Redis
-//     accepts TCP connections (the kernel does) but never answers the
-//     handshake: an attempt bounded by rueidis's default (5 s) would hold
-//     them past a shorter call timeout.
+//   - a connection attempt (TCP connect and handshake) lasts at most
+//     DefaultDialTimeout or half the call timeout. Calls that find a
+//     connection being opened wait for that attempt whatever their own
+//     deadline, and a stopped Redis accepts TCP connections (the kernel
+//     does) but never answers the handshake: a call may end that much
+//     after its deadline (with rueidis's default of 5 s, up to 5 s; now
+//     at most 1 s).
 //   - ConnWriteTimeout, which rueidis also uses as the longest wait of a
 //     call without a deadline and as the time a keep-alive PING may take
 //     before the connection is dropped, is raised when calls may last
@@ -209,7 +214,7 @@ func limitConnTimeouts(co *rueidis.ClientOption, timeout time.Duration, w WaitOp
 	}
 	for _, d := range []*net.Dialer{&co.Dialer, &co.Sentinel.Dialer} {
 		if d.Timeout <= 0 {
-			d.Timeout = min(rueidis.DefaultDialTimeout, timeout)
+			d.Timeout = min(DefaultDialTimeout, timeout/2)
 		}
 	}
 	longest := timeout
