@@ -158,8 +158,10 @@ func TestLoadingIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	const n = 40000 // about 4 s of loading at 100 µs a key
-	for i := 0; i < n; i += 1000 { // batches a loaded machine writes within the timeout
+	// About 4 s of loading at 100 µs a key, in batches a loaded machine
+	// writes within the timeout.
+	const n = 40000
+	for i := 0; i < n; i += 1000 {
 		ps := make([]broker.EnqueueParams, 1000)
 		for j := range ps {
 			ps[j] = broker.EnqueueParams{Msg: msg("q", fmt.Sprint("t", i+j))}
