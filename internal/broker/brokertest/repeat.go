@@ -67,19 +67,7 @@ func repeatTests() []testCase {
 				{Msg: same(c)}, // stored earlier in the batch: not a duplicate of itself
 				{Msg: same(a), ProcessAt: e.now().Add(time.Hour)}, // the due time is not compared
 			}
-			errs := e.b.EnqueueBatch(e.ctx, ps)
-			want := []error{nil, base.ErrTaskIDConflict, nil, nil, nil, nil, nil}
-			if len(errs) != len(want) {
-				e.Fatalf("EnqueueBatch of %d tasks returned %d results", len(ps), len(errs))
-			}
-			for i, w := range want {
-				what := fmt.Sprintf("EnqueueBatch entry %d", i)
-				if w == nil {
-					wantNoErr(e, what, errs[i])
-				} else {
-					wantErrIs(e, what, errs[i], w)
-				}
-			}
+			wantBatchErrs(e, e.b.EnqueueBatch(e.ctx, ps), nil, base.ErrTaskIDConflict, nil, nil, nil, nil, nil)
 			wantSameMsg(e, "task a", e.info("default", a.ID).Message, a)
 			e.wantDuplicate("default", "k")
 			wantIDs(e, "pending tasks", e.drain("default"), msgIDs(a, b, c))
