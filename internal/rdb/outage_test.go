@@ -94,6 +94,20 @@ func waitBack(t *testing.T, b *Broker, limit time.Duration) time.Duration {
 	}
 }
 
+// openOutageBroker opens a Broker on rs with the call timeout, closed at
+// the end of the test; ctx bounds the test's own calls.
+func openOutageBroker(t *testing.T, rs *redistest.Server, timeout time.Duration) (context.Context, *Broker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	b, err := Open(ctx, "redis://"+rs.Addr+"/0?timeout="+timeout.String(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return ctx, b
+}
+
 // TestOutageFailsWithinTimeout cuts Redis off for longer than the call
 // timeout, while calls without a deadline of their own keep coming: every
 // call ends within the timeout (plus scheduling slack) with an error
@@ -108,13 +122,7 @@ func TestOutageFailsWithinTimeout(t *testing.T) {
 	for _, how := range redistest.Outages {
 		t.Run(string(how), func(t *testing.T) {
 			rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			b, err := Open(ctx, "redis://"+rs.Addr+"/0?timeout="+timeout.String(), Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
+			ctx, b := openOutageBroker(t, rs, timeout)
 			mustEnqueue(t, b, msg("q", "a"), time.Time{})
 			if err := b.PutMeta(ctx, "k", []byte("v")); err != nil {
 				t.Fatal(err)
@@ -151,13 +159,7 @@ func TestOutageFailsWithinTimeout(t *testing.T) {
 func TestLoadingIsUnavailable(t *testing.T) {
 	const timeout = time.Second
 	rs := redistest.Start(t, "--key-load-delay", "100", "--loading-process-events-interval-bytes", "1024")
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	b, err := Open(ctx, "redis://"+rs.Addr+"/0?timeout="+timeout.String(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	ctx, b := openOutageBroker(t, rs, timeout)
 	// About 4 s of loading at 100 µs a key, in batches a loaded machine
 	// writes within the timeout.
 	const n = 40000
