@@ -168,6 +168,7 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := batchResponse{Results: make([]batchItem, len(tasks))}
+	unavailable := 0 // tasks that failed because the storage was unavailable
 	for i, info := range infos {
 		if info != nil {
 			er := newEnqueueResponse(info)
@@ -181,10 +182,21 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.Results[i].Error = itemError(itemErr)
 		resp.Failed++
+		if errors.Is(itemErr, htq.ErrUnavailable) {
+			unavailable++
+		}
+	}
+	if unavailable == len(tasks) {
+		// The storage is down: the batch as a whole is a 503.
+		h.writeError(w, r, batchErr.Errs[0])
+		return
 	}
 	status := http.StatusCreated
 	if resp.Failed > 0 {
 		status = http.StatusMultiStatus
+	}
+	if unavailable > 0 {
+		w.Header().Set("Retry-After", RetryAfter)
 	}
 	writeJSON(w, status, resp)
 }

@@ -116,8 +116,9 @@ type namedRequest struct {
 }
 
 // outageRequests are the requests of the outage tests, in order: an
-// enqueue with an Idempotency-Key (key is that request's key), listing
-// queues, reading the queue of the enqueue, and HTQ's addTask.
+// enqueue with an Idempotency-Key (key is that request's key), a batch
+// with one (into another queue), listing queues, reading the queue of the
+// enqueue, and HTQ's addTask.
 func outageRequests(c *outageClient, key string) []namedRequest {
 	form := url.Values{
 		"app_key": {"legacy-app"}, "app_token": {"legacy-app-token-0123456789"},
@@ -126,6 +127,11 @@ func outageRequests(c *outageClient, key string) []namedRequest {
 	return []namedRequest{
 		{"POST /v1/queues/jobs/tasks", func() answer {
 			return c.do("POST", "/v1/queues/jobs/tasks", map[string]any{"type": "work", "payload": key}, key, nil)
+		}},
+		{"POST /v1/queues/bulk/tasks/batch", func() answer {
+			return c.do("POST", "/v1/queues/bulk/tasks/batch", map[string]any{"tasks": []any{
+				map[string]any{"type": "work", "payload": key}, map[string]any{"type": "work", "payload": key + "/2"},
+			}}, "batch-"+key, nil)
 		}},
 		{"GET /v1/queues", func() answer { return c.do("GET", "/v1/queues", nil, "", nil) }},
 		{"GET /v1/queues/jobs", func() answer { return c.do("GET", "/v1/queues/jobs", nil, "", nil) }},
@@ -172,17 +178,17 @@ func waitServing(t *testing.T, c *outageClient, limit time.Duration) time.Durati
 	}
 }
 
-// jobsSize reads the number of tasks in queue jobs.
-func jobsSize(t *testing.T, c *outageClient) int {
+// queueSize reads the number of tasks in a queue.
+func queueSize(t *testing.T, c *outageClient, queue string) int {
 	t.Helper()
-	a := c.do("GET", "/v1/queues/jobs", nil, "", nil)
+	a := c.do("GET", "/v1/queues/"+queue, nil, "", nil)
 	var q struct {
 		Stats struct {
 			Size int `json:"size"`
 		} `json:"stats"`
 	}
 	if a.status != http.StatusOK || json.Unmarshal(a.body, &q) != nil {
-		t.Fatalf("GET /v1/queues/jobs: %d %s %v", a.status, a.body, a.err)
+		t.Fatalf("GET /v1/queues/%s: %d %s %v", queue, a.status, a.body, a.err)
 	}
 	return q.Stats.Size
 }
@@ -221,7 +227,7 @@ func TestServiceOutageAnswers503(t *testing.T) {
 							if a.took > longest {
 								longest, slowest = a.took, r.what
 							}
-							if strings.HasPrefix(r.what, "POST /v1") {
+							if r.what == "POST /v1/queues/jobs/tasks" {
 								keys = append(keys, key)
 							}
 							mu.Unlock()
@@ -235,18 +241,24 @@ func TestServiceOutageAnswers503(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%s: requests succeed %v after Redis is back", how, waitServing(t, c, 10*time.Second))
-			// The clients repeat every enqueue that got 503, with its key.
+			// The clients repeat every enqueue and batch that got 503,
+			// with its key.
 			for _, key := range keys {
-				a := c.do("POST", "/v1/queues/jobs/tasks", map[string]any{"type": "work", "payload": key}, key, nil)
-				if a.status != http.StatusCreated {
-					t.Fatalf("enqueue %s repeated after the outage: %d %s %v", key, a.status, a.body, a.err)
+				for _, r := range outageRequests(c, key)[:2] {
+					if a := r.do(); a.status != http.StatusCreated {
+						t.Fatalf("%s with key %s repeated after the outage: %d %s %v", r.what, key, a.status, a.body, a.err)
+					}
 				}
 			}
-			// One task per key: the two of before and after, and those of
-			// the outage (some of them stored while Redis was frozen or
-			// before it died, though their answer was 503).
-			if n, want := jobsSize(t, c), 2+len(keys); n != want {
+			// One task per key (two per batch key): those of before and
+			// after, and those of the outage (some of them stored while
+			// Redis was frozen or before it died, though their answer was
+			// 503).
+			if n, want := queueSize(t, c, "jobs"), 2+len(keys); n != want {
 				t.Errorf("queue jobs holds %d tasks, want %d (one per Idempotency-Key)", n, want)
+			}
+			if n, want := queueSize(t, c, "bulk"), 2*(2+len(keys)); n != want {
+				t.Errorf("queue bulk holds %d tasks, want %d (two per Idempotency-Key)", n, want)
 			}
 		})
 	}
