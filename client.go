@@ -4,23 +4,70 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
 )
 
 // Client enqueues tasks. It is safe for concurrent use.
+//
+// A task's ID is chosen before the first attempt to store it, and a call
+// that fails because the storage could not be reached or did not answer
+// (ErrUnavailable) is tried again, with backoff, within the call's
+// context (see ClientOptions.RetryFor): a first attempt may have stored
+// the task although its answer was lost, and the storage takes the same
+// task found under its ID as already done, so no attempt stores it twice.
 type Client struct {
-	s   *Storage
-	now func() time.Time
+	s        *Storage
+	now      func() time.Time
+	retryFor time.Duration
+	// clock times the waits between attempts (tests replace it).
+	clock clockwork.Clock
 }
 
-// NewClient returns a Client that writes to s.
+// ClientOptions tunes NewClientWithOptions. The zero value is ready to use.
+type ClientOptions struct {
+	// RetryFor bounds an Enqueue or EnqueueBatch whose context has no
+	// deadline of its own: the call, its attempts and the waits between
+	// them included, ends within RetryFor, trying again while the storage
+	// cannot be reached or does not answer. A call whose context has a
+	// deadline keeps trying until that deadline. 0 means DefaultRetryFor;
+	// a negative value makes such a call one attempt, bounded only by the
+	// storage's own timeout.
+	RetryFor time.Duration
+}
+
+// DefaultRetryFor is ClientOptions.RetryFor's default.
+const DefaultRetryFor = 10 * time.Second
+
+// Backoff between the attempts of a call: the first wait is about
+// retryBackoffMin, each next one about twice the last, at most
+// retryBackoffMax (each wait is drawn between half and all of it).
+const (
+	retryBackoffMin = 50 * time.Millisecond
+	retryBackoffMax = time.Second
+)
+
+// NewClient returns a Client that writes to s, with the default
+// ClientOptions.
 func NewClient(s *Storage) *Client {
-	return &Client{s: s, now: time.Now}
+	return NewClientWithOptions(s, ClientOptions{})
+}
+
+// NewClientWithOptions returns a Client that writes to s.
+func NewClientWithOptions(s *Storage, opts ClientOptions) *Client {
+	retryFor := opts.RetryFor
+	if retryFor == 0 {
+		retryFor = DefaultRetryFor
+	}
+	return &Client{s: s, now: time.Now, retryFor: retryFor, clock: clockwork.NewRealClock()}
 }
 
 // Close releases the client. The Storage stays open (close it with its
@@ -29,21 +76,69 @@ func (c *Client) Close() error { return nil }
 
 // Enqueue writes task to its queue and returns what was stored. Options
 // override the task's own. It fails with ErrDuplicateTask, ErrTaskIDConflict
-// or an ErrInvalidArgument error and then writes nothing.
+// or an ErrInvalidArgument error and then writes nothing. It fails with
+// an error wrapping ErrUnavailable when the storage could not be reached
+// in time (ClientOptions.RetryFor); the task may have been stored
+// nonetheless. To retry such a call without risking a second copy, give
+// the task its ID with the TaskID option: the same task enqueued again
+// under its ID is stored once.
 func (c *Client) Enqueue(task *Task, opts ...Option) (*TaskInfo, error) {
 	return c.EnqueueContext(context.Background(), task, opts...)
 }
 
-// EnqueueContext is Enqueue with a context for the storage call.
+// EnqueueContext is Enqueue with a context for the storage calls: while
+// the storage cannot be reached or does not answer, the call tries again
+// until ctx ends (or, when ctx has no deadline, for ClientOptions.RetryFor).
 func (c *Client) EnqueueContext(ctx context.Context, task *Task, opts ...Option) (*TaskInfo, error) {
 	p, info, err := c.prepare(task, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := brokerOf(c.s).Enqueue(ctx, p); err != nil {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	b := brokerOf(c.s)
+	for attempt := 0; ; attempt++ {
+		err = b.Enqueue(ctx, p)
+		if err == nil || !c.again(ctx, attempt, err) {
+			break
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("htq: enqueue %s: %w", task.Type(), err)
 	}
 	return info, nil
+}
+
+// bound gives ctx the deadline of ClientOptions.RetryFor when it has none.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || c.retryFor < 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.retryFor)
+}
+
+// again tells whether a call that failed with err on its attempt-th try
+// (from 0) is to be tried again, after waiting for the backoff: only when
+// err says the storage could not be reached or did not answer, never for a
+// refusal (ErrDuplicateTask, ErrInvalidArgument, …), and while ctx lasts.
+// A call whose context has no deadline and RetryFor < 0 is not retried.
+func (c *Client) again(ctx context.Context, attempt int, err error) bool {
+	if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+		return false
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		return false
+	}
+	d := min(retryBackoffMin<<min(attempt, 10), retryBackoffMax)
+	d = d/2 + rand.N(d/2+1)
+	t := c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.Chan():
+		return ctx.Err() == nil
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // BatchError reports the tasks of an EnqueueBatch that were not stored.
@@ -86,7 +181,9 @@ func (e *BatchError) Unwrap() []error {
 // checked before anything is written: one invalid task fails the whole
 // batch with nothing written. Past that, each task is stored atomically
 // on its own: the returned slice has the TaskInfo of each stored task and
-// nil for the others, and the error is a *BatchError naming them.
+// nil for the others, and the error is a *BatchError naming them. Tasks
+// that failed because the storage could not be reached or did not answer
+// are tried again as EnqueueContext does, the others not.
 func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task, opts ...Option) ([]*TaskInfo, error) {
 	params := make([]broker.EnqueueParams, len(tasks))
 	infos := make([]*TaskInfo, len(tasks))
@@ -97,7 +194,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task, opts ...Option
 		}
 		params[i], infos[i] = p, info
 	}
-	errs := brokerOf(c.s).EnqueueBatch(ctx, params)
+	errs := c.enqueueBatch(ctx, params)
 	failed := false
 	for i, err := range errs {
 		if err != nil {
@@ -109,6 +206,35 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task, opts ...Option
 		return infos, &BatchError{Errs: errs}
 	}
 	return infos, nil
+}
+
+// enqueueBatch stores params, trying again those that fail with
+// ErrUnavailable while ctx (bounded by RetryFor) allows.
+func (c *Client) enqueueBatch(ctx context.Context, params []broker.EnqueueParams) []error {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	b := brokerOf(c.s)
+	errs := b.EnqueueBatch(ctx, params)
+	for attempt := 0; ; attempt++ {
+		var idx []int // the tasks to try again
+		var last error
+		for i, err := range errs {
+			if errors.Is(err, ErrUnavailable) {
+				idx = append(idx, i)
+				last = err
+			}
+		}
+		if len(idx) == 0 || !c.again(ctx, attempt, last) {
+			return errs
+		}
+		ps := make([]broker.EnqueueParams, len(idx))
+		for j, i := range idx {
+			ps[j] = params[i]
+		}
+		for j, err := range b.EnqueueBatch(ctx, ps) {
+			errs[idx[j]] = err
+		}
+	}
 }
 
 // prepare validates a task with its options and builds the storage call

@@ -16,7 +16,9 @@ var (
 	// type, payload and queue holds a uniqueness lock (the Unique option).
 	ErrDuplicateTask = base.ErrDuplicateTask
 	// ErrTaskIDConflict is returned by Enqueue when the queue already holds
-	// a task with the ID given by the TaskID option.
+	// a task with the ID given by the TaskID option and other content (type,
+	// payload or options). The same task enqueued again with the same ID
+	// is not an error: it is already stored, and is not stored twice.
 	ErrTaskIDConflict = base.ErrTaskIDConflict
 	// ErrTaskNotFound means no task has that ID in that queue.
 	ErrTaskNotFound = base.ErrTaskNotFound
@@ -39,8 +41,18 @@ var (
 	// (Enqueue, a task's completion, …) that Redis made but that fewer
 	// replicas than asked, or no fsync of the append-only file, confirmed
 	// within wait_timeout. The write happened; a failover or crash may
-	// still lose it. Retrying may write it twice.
+	// still lose it. Retrying an Enqueue with the same TaskInfo.ID (the
+	// TaskID option) does not store the task twice.
 	ErrReplicationTimeout = base.ErrReplicationTimeout
+	// ErrUnavailable means the storage could not be reached, did not
+	// answer within its timeout (the Redis URL's timeout parameter, 5 s
+	// by default), or cannot serve yet (Redis loading its data after a
+	// restart, a failover in progress). The operation may or may not have
+	// happened. Enqueue and EnqueueBatch retry such failures themselves
+	// (see ClientOptions) and return it only when their time is up; a
+	// caller may retry them again: the task keeps its ID, and finding it
+	// already stored with the same content is success.
+	ErrUnavailable = base.ErrUnavailable
 	// ErrServerClosed is returned by Start and Run on a Server that was
 	// already shut down.
 	ErrServerClosed = errors.New("htq: server closed")

@@ -27,7 +27,11 @@ type Storage = storage.Storage
 //	redis-sentinel://[:password@]h1:p1,h2:p2/db?master=NAME
 //	redis-cluster://[:password@]h1:p1,h2:p2 a Redis Cluster
 //
-// The Redis URLs take query parameters: dial_timeout=5s, client_name=…,
+// The Redis URLs take query parameters: timeout=5s bounds every call to
+// Redis that the caller's context does not end sooner (default 5 s): a
+// Redis that does not answer, or is still loading its data after a
+// restart, fails the call with ErrUnavailable within it instead of
+// holding it for the length of the outage. dial_timeout=5s, client_name=…,
 // and wait_replicas=N, wait_timeout=500ms and wait_aof_local=true, which
 // make every write a caller relies on (Enqueue, a task's outcome, …) wait
 // until N replicas received it or the primary fsynced it, and fail with

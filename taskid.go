@@ -2,9 +2,10 @@ package htq
 
 import (
 	crand "crypto/rand"
-	"encoding/hex"
 	"math/rand/v2"
 	"sync"
+
+	"github.com/htqueue/htq/internal/base"
 )
 
 // idSources hands out ChaCha8 generators (a cryptographically strong
@@ -26,15 +27,5 @@ func newTaskID() string {
 	idSources.Put(src)
 	b[6] = b[6]&0x0f | 0x40 // version 4
 	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], b[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], b[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], b[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:], b[10:])
-	return string(out[:])
+	return base.FormatUUID(b)
 }

@@ -108,6 +108,9 @@ var settings = []setting{
 		old:   &oldNames{flag: "broker", env: "HTQ_BROKER", key: "broker"},
 		usage: "storage URL: file:DIR (embedded, one process), redis://host:port/db, rediss://, redis-sentinel://, redis-cluster://",
 		apply: func(o *serveOptions, v value) error { o.cfg.Storage = v.text; return nil }},
+	{flag: "storage-timeout", env: "HTQ_STORAGE_TIMEOUT", key: "storage_timeout", kind: kindDuration,
+		usage: "bound on every storage call: a Redis that is down or loading answers 503 with Retry-After within it (default 5s; the URL's timeout=)",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.StorageTimeout, err = positive(v); return err }},
 	{flag: "redis-wait-replicas", env: "HTQ_REDIS_WAIT_REPLICAS", key: "redis_wait_replicas", kind: kindInt, def: "0",
 		usage: "Redis storage: replicas that must have received each enqueue and task outcome before it succeeds (WAIT; 0: none)",
 		apply: func(o *serveOptions, v value) (err error) {

@@ -110,6 +110,11 @@ type Options struct {
 	// the task nor its queue sets one (htq serve's --dispatch-timeout),
 	// shown as the task's timeout_ms. 0: model.DefaultDispatchTimeout.
 	DispatchTimeout time.Duration
+	// EnqueueRetryFor is how long an enqueue keeps trying while the
+	// storage cannot be reached or does not answer, before it answers 503
+	// (htq.ClientOptions.RetryFor; htq serve gives its storage timeout, so
+	// that an outage answers within it). 0: htq.DefaultRetryFor.
+	EnqueueRetryFor time.Duration
 }
 
 // handler serves every route.
@@ -198,7 +203,7 @@ func New(opts Options) (http.Handler, error) {
 	}
 	h := &handler{
 		opts: opts, b: b,
-		client:    htq.NewClient(opts.Storage),
+		client:    htq.NewClientWithOptions(opts.Storage, htq.ClientOptions{RetryFor: opts.EnqueueRetryFor}),
 		inspector: htq.NewInspector(opts.Storage),
 		meta:      opts.Meta, queues: opts.Queues,
 		logger:  opts.Logger.With("component", "htq.api"),
@@ -311,7 +316,8 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 		Registry: h.reg, Client: h.client, Inspector: h.inspector,
 		AppKey: h.opts.HTQAppKey, AppToken: h.opts.HTQAppToken, Location: h.opts.Location,
 		MaxBodyBytes: h.opts.MaxBodyBytes, Logger: h.logger,
-		StatusOf: func(err error) int { status, _ := statusOf(err); return status },
+		StatusOf:   func(err error) int { status, _ := statusOf(err); return status },
+		RetryAfter: RetryAfter,
 	})
 	for _, pattern := range htqcompat.Routes() {
 		mux.Handle(pattern, compat)

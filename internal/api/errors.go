@@ -66,9 +66,16 @@ var errorTable = []struct {
 	{base.ErrQueueNotEmpty, http.StatusConflict, codeQueueNotEmpty},
 	{base.ErrLeaseLost, http.StatusConflict, codeLeaseLost},
 	{base.ErrReplicationTimeout, http.StatusServiceUnavailable, codeReplication},
+	{base.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable},
 	{base.ErrStorageClosed, http.StatusServiceUnavailable, codeUnavailable},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, codeUnavailable},
 }
+
+// RetryAfter is the Retry-After header (in seconds) of every 503 answer:
+// the storage could not be reached or did not answer in time, and is
+// expected back; a client that retries sooner only adds to the load.
+// Retrying an enqueue is safe with an Idempotency-Key (docs/api.md).
+const RetryAfter = "1"
 
 // statusOf maps err to its HTTP status and JSON code: the one place where
 // errors become wire codes.
@@ -105,8 +112,11 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if status >= 500 {
 		h.logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
-	if status == http.StatusUnauthorized {
+	switch status {
+	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="htq"`)
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", RetryAfter)
 	}
 	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: err.Error()}})
 }

@@ -36,8 +36,15 @@ func newEnqueueResponse(info *htq.TaskInfo) enqueueResponse {
 	return r
 }
 
-// enqueue: POST /v1/queues/{queue}/tasks.
+// enqueue: POST /v1/queues/{queue}/tasks. With an Idempotency-Key the
+// task's ID is derived from the key, so a repeat answers as the first did
+// (201, the same ID) and stores nothing more.
 func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
+	key, err := idempotencyKey(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	var spec model.TaskSpec
 	if err := h.decodeJSON(w, r, &spec); err != nil {
 		h.writeError(w, r, err)
@@ -49,6 +56,12 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	name := r.PathValue("queue")
+	if key != "" {
+		if err := keyTask(&spec, key, name, -1); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+	}
 	task, opts, _, err := h.reg.Prepare(ctx, name, &spec)
 	if err != nil {
 		h.writeError(w, r, err)
@@ -85,8 +98,14 @@ type batchResponse struct {
 // enqueueBatch: POST /v1/queues/{queue}/tasks/batch. Every task is
 // checked before any is written: one bad task refuses the batch with
 // nothing written. Past that each task is stored on its own; the answer
-// has one result per task, in order.
+// has one result per task, in order. With an Idempotency-Key each task's
+// ID is derived from the key and its index.
 func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
+	key, err := idempotencyKey(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	var req batchRequest
 	if err := h.decodeJSON(w, r, &req); err != nil {
 		h.writeError(w, r, err)
@@ -106,6 +125,12 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		if err := req.Tasks[i].CheckKind(); err != nil {
 			h.writeError(w, r, fmt.Errorf("task %d: %w", i, err))
 			return
+		}
+		if key != "" {
+			if err := keyTask(&req.Tasks[i], key, name, i); err != nil {
+				h.writeError(w, r, fmt.Errorf("task %d: %w", i, err))
+				return
+			}
 		}
 	}
 	q, isNew, err := h.reg.Resolve(ctx, name, req.Tasks[0].Mode())
@@ -140,6 +165,7 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := batchResponse{Results: make([]batchItem, len(tasks))}
+	unavailable := 0 // tasks that failed because the storage was unavailable
 	for i, info := range infos {
 		if info != nil {
 			er := newEnqueueResponse(info)
@@ -153,10 +179,21 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.Results[i].Error = itemError(itemErr)
 		resp.Failed++
+		if errors.Is(itemErr, htq.ErrUnavailable) {
+			unavailable++
+		}
+	}
+	if unavailable == len(tasks) {
+		// The storage is down: the batch as a whole is a 503.
+		h.writeError(w, r, batchErr.Errs[0])
+		return
 	}
 	status := http.StatusCreated
 	if resp.Failed > 0 {
 		status = http.StatusMultiStatus
+	}
+	if unavailable > 0 {
+		w.Header().Set("Retry-After", RetryAfter)
 	}
 	writeJSON(w, status, resp)
 }

@@ -11,8 +11,9 @@ var (
 	// ErrDuplicateTask means a task with the same uniqueness key is still
 	// locked (Unique option). Nothing was written.
 	ErrDuplicateTask = errors.New("htq: task already exists")
-	// ErrTaskIDConflict means a task with the same ID exists in the queue.
-	// Nothing was written.
+	// ErrTaskIDConflict means a task with the same ID but other content
+	// (see TaskMessage.SameEnqueue) exists in the queue. Nothing was
+	// written.
 	ErrTaskIDConflict = errors.New("htq: task ID conflicts with another task")
 	// ErrTaskNotFound means no task has that ID in that queue.
 	ErrTaskNotFound = errors.New("htq: task not found")
@@ -41,7 +42,16 @@ var (
 	// for (replicas that received it, or an fsync of the append-only
 	// file) confirmed it before the wait's timeout. The write happened
 	// and stays unless a failover or crash loses it; a caller that
-	// retries may write it twice (an Enqueue with a TaskID is refused
-	// the second time with ErrTaskIDConflict).
+	// retries may write it twice (an Enqueue retried with the same task
+	// ID and content finds it stored and succeeds without a second copy).
 	ErrReplicationTimeout = errors.New("htq: write not confirmed by enough copies in time")
+	// ErrUnavailable means the storage could not be reached, did not
+	// answer within the call's deadline, or cannot serve yet (Redis
+	// loading its data after a restart, a failover in progress). It says
+	// nothing of the operation itself: a write sent before the connection
+	// broke may have been made. Retrying is safe for an Enqueue (the task
+	// keeps its ID across attempts, and finding it stored is success);
+	// the error wraps the cause, so errors.Is also finds e.g.
+	// context.DeadlineExceeded.
+	ErrUnavailable = errors.New("htq: storage unavailable")
 )

@@ -82,6 +82,22 @@ func (m *TaskMessage) Validate() error {
 	return nil
 }
 
+// SameEnqueue reports whether o asks to store the same task as m: the
+// fields a caller gives at Enqueue are equal (ID, Queue, Type, Payload —
+// a nil payload differs from an empty one, as both are stored —, MaxRetry,
+// Timeout, Deadline as an instant, UniqueKey, UniqueTTL when there is a
+// UniqueKey, Retention, GroupKey). The bookkeeping fields (Retried, LastErr, LastFailedAt) and
+// the due time of the call are not compared. A backend that finds a task
+// with o's ID stored treats an Enqueue of o as already done when this
+// holds, and as base.ErrTaskIDConflict otherwise.
+func (m *TaskMessage) SameEnqueue(o *TaskMessage) bool {
+	return m.ID == o.ID && m.Queue == o.Queue && m.Type == o.Type &&
+		(m.Payload == nil) == (o.Payload == nil) && string(m.Payload) == string(o.Payload) &&
+		m.MaxRetry == o.MaxRetry && m.Timeout == o.Timeout && m.Deadline.Equal(o.Deadline) &&
+		m.UniqueKey == o.UniqueKey && (m.UniqueKey == "" || m.UniqueTTL == o.UniqueTTL) &&
+		m.Retention == o.Retention && m.GroupKey == o.GroupKey
+}
+
 // TaskInfo describes a task as stored, for Enqueue's answer and the
 // Inspector.
 type TaskInfo struct {

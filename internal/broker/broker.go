@@ -44,13 +44,27 @@ type Broker interface {
 
 	// Enqueue stores a new task (see EnqueueParams for the state it gets).
 	// It fails with base.ErrTaskIDConflict when the queue already holds a
-	// task with that ID, and with base.ErrDuplicateTask when the message's
-	// UniqueKey is locked; in both cases nothing is written. The queue is
-	// registered (Queues lists it) by the first Enqueue into it.
+	// task with that ID and other content, and with base.ErrDuplicateTask
+	// when the message's UniqueKey is locked; in both cases nothing is
+	// written. The queue is registered (Queues lists it) by the first
+	// Enqueue into it.
+	//
+	// Enqueue is idempotent: when the queue holds a task with that ID and
+	// the same content (base.TaskMessage.SameEnqueue), in whatever state,
+	// the call succeeds and writes nothing, once that task is as durable
+	// as a new one would be. That is a retry whose first attempt was
+	// stored although its caller saw an error; the ID is checked before
+	// the uniqueness lock, so the retry of a Unique task does not meet its
+	// own lock, and ProcessAt is not compared (the first attempt's due
+	// time stays). A task that was deleted (completed without retention)
+	// is not remembered: the same Enqueue then stores it again.
 	Enqueue(ctx context.Context, p EnqueueParams) error
 	// EnqueueBatch stores many tasks in as few round trips as the backend
-	// allows. Each task is atomic on its own: the result has one entry per
-	// task, nil where it was stored, the Enqueue error where not.
+	// allows. Each task is atomic on its own and treated as by Enqueue
+	// (one found stored with the same content is a success): the result
+	// has one entry per task, nil where it was stored, the Enqueue error
+	// where not. Tasks are decided in order, each seeing those stored
+	// before it, the batch's own included.
 	EnqueueBatch(ctx context.Context, ps []EnqueueParams) []error
 
 	// Fetch moves up to p.Max pending tasks of p.Queue to active, oldest

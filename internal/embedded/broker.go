@@ -531,6 +531,19 @@ func (b *Broker) durable() *ticket {
 	return b.buf.done
 }
 
+// settled returns the ticket of the batch holding the changes made so far,
+// or of the batch being written when nothing is waiting for the next one:
+// a call that changed nothing but reports what an earlier call did (an
+// Enqueue that found its task stored) waits for it, so that it is on disk
+// before the caller hears of it. nil means there is nothing to wait for.
+// The caller holds b.mu.
+func (b *Broker) settled() *ticket {
+	if t := b.durable(); t != nil {
+		return t
+	}
+	return b.inflight
+}
+
 // wait blocks until the batch of t is on disk. If ctx ends first the change
 // may or may not be stored, as with a network timeout on a remote store.
 func wait(ctx context.Context, t *ticket) error {

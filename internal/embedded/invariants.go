@@ -21,10 +21,7 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 		if err := b.begin(); err != nil {
 			return err
 		}
-		t := b.durable()
-		if t == nil {
-			t = b.inflight
-		}
+		t := b.settled()
 		if t == nil {
 			break // b.mu is held
 		}

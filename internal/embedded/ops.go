@@ -44,7 +44,7 @@ func (b *Broker) Enqueue(ctx context.Context, p broker.EnqueueParams) error {
 		return err
 	}
 	err = b.enqueue(msg, p.ProcessAt, b.now())
-	t := b.durable()
+	t := b.settled()
 	b.mu.Unlock()
 	if err != nil {
 		return err
@@ -73,7 +73,7 @@ func (b *Broker) EnqueueBatch(ctx context.Context, ps []broker.EnqueueParams) []
 			errs[i] = b.enqueue(msgs[i], p.ProcessAt, now)
 		}
 	}
-	t := b.durable()
+	t := b.settled()
 	b.mu.Unlock()
 	if err := wait(ctx, t); err != nil {
 		for i := range errs {
@@ -106,12 +106,17 @@ func checkEnqueue(p broker.EnqueueParams) (*base.TaskMessage, error) {
 	return m, nil
 }
 
-// enqueue stores msg. The caller holds b.mu.
+// enqueue stores msg; a task stored with its ID and content already (an
+// earlier attempt of the same Enqueue) is left as it is. The caller holds
+// b.mu and waits for settled() before it reports success.
 func (b *Broker) enqueue(msg *base.TaskMessage, processAt time.Time, now time.Time) error {
 	q := b.queues[msg.Queue]
 	if q != nil {
-		if q.tasks[msg.ID] != nil {
-			return fmt.Errorf("%w: task %q in queue %q", base.ErrTaskIDConflict, msg.ID, msg.Queue)
+		if t := q.tasks[msg.ID]; t != nil {
+			if t.msg.SameEnqueue(msg) {
+				return nil
+			}
+			return fmt.Errorf("%w: task %q in queue %q holds other content", base.ErrTaskIDConflict, msg.ID, msg.Queue)
 		}
 		if msg.UniqueKey != "" && q.lockHolder(msg.UniqueKey, now) != nil {
 			return fmt.Errorf("%w: uniqueness key %q of queue %q is locked", base.ErrDuplicateTask, msg.UniqueKey, msg.Queue)

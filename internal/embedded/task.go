@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -637,9 +638,7 @@ func checkTree(root *task, cmp func(a, b *task) int, f func(*task)) error {
 // the broker.
 func cloneMsg(m *base.TaskMessage) *base.TaskMessage {
 	c := *m
-	if m.Payload != nil {
-		c.Payload = append([]byte(nil), m.Payload...)
-	}
+	c.Payload = bytes.Clone(m.Payload) // keeps an empty payload apart from nil
 	return &c
 }
 

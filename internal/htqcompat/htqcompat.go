@@ -75,6 +75,9 @@ type Options struct {
 	// a call that fails with a 5xx (storage unavailable) answers that
 	// status, the other failures 200 as HTQ did.
 	StatusOf func(error) int
+	// RetryAfter, when not empty, is the Retry-After header of a 503
+	// answer (the storage is unavailable).
+	RetryAfter string
 	// Logger receives the server-side failures.
 	Logger *slog.Logger
 }
@@ -160,6 +163,9 @@ func (h *Handler) htqFail(w http.ResponseWriter, r *http.Request, code int, msg 
 		case s >= 500:
 			status = s
 			h.logger.Error("HTQ request failed", "path", r.URL.Path, "err", err)
+		}
+		if status == http.StatusServiceUnavailable && h.opts.RetryAfter != "" {
+			w.Header().Set("Retry-After", h.opts.RetryAfter)
 		}
 		msg += ": " + err.Error()
 	}

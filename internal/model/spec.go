@@ -32,6 +32,13 @@ type TaskSpec struct {
 	Variable   *Variable `json:"variable,omitempty"`
 
 	Options *TaskOptions `json:"options,omitempty"`
+
+	// Idempotent is set by the API for a request that may be repeated
+	// (an Idempotency-Key): every repeat must build the same task, so a
+	// URL task's due time given as a delay, which depends on the moment of
+	// the request, is not written into its payload (its lateness is then
+	// not measured). Never read from JSON.
+	Idempotent bool `json:"-"`
 }
 
 // TaskOptions are the core options of a task (htq's Option functions).
@@ -293,7 +300,7 @@ func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *URLTask, error) {
 	if n, ok := q.MaxRetry(); ok && (s.Options == nil || s.Options.MaxRetry == nil) {
 		opts = append([]htq.Option{htq.MaxRetry(n)}, opts...)
 	}
-	if due, ok := s.Options.DueTime(); ok {
+	if due, ok := s.Options.DueTime(); ok && (!s.Idempotent || s.Options.ProcessAt != nil) {
 		due = due.UTC()
 		ut.ProcessAt = &due
 	}

@@ -137,7 +137,7 @@ func (b *Broker) Queues(ctx context.Context) ([]string, error) {
 	if b.closed.Load() {
 		return nil, fmt.Errorf("rdb: queues: %w", base.ErrStorageClosed)
 	}
-	qs, err := b.c.Do(ctx, b.c.B().Smembers().Key(keyQueues).Build()).AsStrSlice()
+	qs, err := b.do(ctx, b.c.B().Smembers().Key(keyQueues).Build()).AsStrSlice()
 	if err != nil {
 		return nil, b.wrap("queues", err)
 	}
@@ -163,7 +163,7 @@ func (b *Broker) WriteServerState(ctx context.Context, info *base.ServerInfo, tt
 	}
 	nowMS := now.UnixMilli()
 	bd := b.c.B()
-	res := b.c.DoMulti(ctx,
+	res := b.doMulti(ctx, 0,
 		bd.Set().Key(serverKey(info.ID)).Value(string(data)).PxMilliseconds(ms(ttl)).Build(),
 		bd.Zadd().Key(keyServers).ScoreMember().ScoreMember(float64(nowMS+ms(ttl)), info.ID).Build(),
 		bd.Zremrangebyscore().Key(keyServers).Min("-inf").Max("("+itoa(nowMS)).Build(),
@@ -188,7 +188,7 @@ func (b *Broker) ClearServerState(ctx context.Context, serverID string) error {
 // its key and its member in the zset that indexes the live ones.
 func (b *Broker) clearRecord(ctx context.Context, op, key, index, member string) error {
 	bd := b.c.B()
-	res := b.c.DoMulti(ctx,
+	res := b.doMulti(ctx, 0,
 		bd.Del().Key(key).Build(),
 		bd.Zrem().Key(index).Member(member).Build(),
 	)

@@ -245,7 +245,7 @@ func (b *Broker) enqueueBatchResult(ps []broker.EnqueueParams, errs []error, c *
 			continue
 		}
 		switch codes[j] {
-		case '2', '3', '7':
+		case '2', '3', '7', '=': // '=': stored by an earlier attempt
 			errs[i] = waitFailed("enqueue "+m.Queue+"/"+m.ID, waitErr)
 		case 'i':
 			errs[i] = fmt.Errorf("rdb: enqueue %s/%s: %w", m.Queue, m.ID, base.ErrTaskIDConflict)
@@ -327,7 +327,8 @@ func encodeString(m *base.TaskMessage) string {
 	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
-// enqueueResult maps the script's answer to an error.
+// enqueueResult maps the script's answer to an error: a new state, or 0
+// (the task was stored by an earlier attempt), is success.
 func (b *Broker) enqueueResult(m *base.TaskMessage, r rueidis.RedisResult) error {
 	n, err := r.AsInt64()
 	if err != nil {

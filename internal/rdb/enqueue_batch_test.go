@@ -259,7 +259,9 @@ func TestEnqueueBatchMixedQueues(t *testing.T) {
 	for i := range 300 {
 		q := fmt.Sprint("q", (i*i+i/7)%nq)
 		id := fmt.Sprint("t", i%40)
-		ps = append(ps, broker.EnqueueParams{Msg: msg(q, id)})
+		m := msg(q, id)
+		m.Payload = fmt.Append(nil, "p", i) // a taken ID with other content
+		ps = append(ps, broker.EnqueueParams{Msg: m})
 		if slices.Contains(want[q], id) {
 			classes = append(classes, "id-conflict")
 			continue
@@ -353,10 +355,10 @@ func TestEnqueueBatchStates(t *testing.T) {
 	checkInvariants(t, b)
 }
 
-// TestEnqueueBatchFailuresWriteNothing checks that refused tasks leave
-// every key as it was: a batch of nothing but refusals (over several
-// chunks), then refusals mixed with stored tasks, whose own keys are the
-// only change.
+// TestEnqueueBatchFailuresWriteNothing checks that refused tasks, and a
+// task found stored already with the same content, leave every key as it
+// was: a batch of nothing but those (over several chunks), then those
+// mixed with stored tasks, whose own keys are the only change.
 func TestEnqueueBatchFailuresWriteNothing(t *testing.T) {
 	withChunk(t, 3)
 	b := newTestBroker(t, clockwork.NewFakeClockAt(epoch))
@@ -385,12 +387,13 @@ func TestEnqueueBatchFailuresWriteNothing(t *testing.T) {
 		return []broker.EnqueueParams{
 			{Msg: msg("q", "a")}, {Msg: dup}, {Msg: dupGroup},
 			{Msg: dupLater, ProcessAt: epoch.Add(time.Minute)}, {Msg: conflictUnique}, {Msg: conflictGroup},
-			{Msg: msg("q", "c"), ProcessAt: epoch.Add(time.Minute)}, {Msg: msg("q", "wrongtype")},
+			{Msg: msg("q", "c"), ProcessAt: epoch.Add(time.Minute)}, // stored already: success
+			{Msg: msg("q", "wrongtype")},
 			{Msg: msg("q", "")},
 		}
 	}
 	wantClasses(t, b.EnqueueBatch(ctx, refused()),
-		"id-conflict", "duplicate", "duplicate", "duplicate", "id-conflict", "id-conflict", "id-conflict", "id-conflict", "invalid")
+		"id-conflict", "duplicate", "duplicate", "duplicate", "id-conflict", "id-conflict", "ok", "id-conflict", "invalid")
 	if after := snapshot(t, b); !maps.Equal(before, after) {
 		t.Fatalf("refused batch changed keys:\nbefore %v\nafter  %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
 	}

@@ -325,7 +325,7 @@ func (b *Broker) listLive(ctx context.Context, op, zset string, key func(string)
 		return err
 	}
 	bd := b.c.B()
-	ids, err := b.c.Do(ctx, bd.Zrange().Key(zset).Min("("+itoa(now.UnixMilli())).Max("+inf").Byscore().Build()).AsStrSlice()
+	ids, err := b.do(ctx, bd.Zrange().Key(zset).Min("("+itoa(now.UnixMilli())).Max("+inf").Byscore().Build()).AsStrSlice()
 	if err != nil {
 		return b.wrap(op, err)
 	}
@@ -337,7 +337,7 @@ func (b *Broker) listLive(ctx context.Context, op, zset string, key func(string)
 	for i, id := range ids {
 		cmds[i] = bd.Get().Key(key(id)).Build()
 	}
-	for i, r := range b.c.DoMulti(ctx, cmds...) {
+	for i, r := range b.doMulti(ctx, 0, cmds...) {
 		data, err := r.ToString()
 		if rueidis.IsRedisNil(err) {
 			continue // expired on Redis's clock meanwhile

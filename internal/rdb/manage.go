@@ -174,7 +174,7 @@ func (b *Broker) PauseQueue(ctx context.Context, queue string) error {
 	if err != nil {
 		return err
 	}
-	res := b.c.DoMulti(ctx, b.c.B().Set().Key(k.paused).Value("1").Build(), b.registerCmd(k))
+	res := b.doMulti(ctx, 0, b.c.B().Set().Key(k.paused).Value("1").Build(), b.registerCmd(k))
 	for _, r := range res {
 		if err := r.Error(); err != nil {
 			return b.wrap("pause queue "+queue, err)
@@ -279,7 +279,7 @@ func (b *Broker) deleteQueueTasks(ctx context.Context, k *queueKeys) error {
 
 // unregister removes a deleted queue's name from the set of queues.
 func (b *Broker) unregister(ctx context.Context, k *queueKeys) error {
-	if err := b.c.Do(ctx, b.c.B().Srem().Key(keyQueues).Member(k.name).Build()).Error(); err != nil {
+	if err := b.do(ctx, b.c.B().Srem().Key(keyQueues).Member(k.name).Build()).Error(); err != nil {
 		return b.wrap("delete queue "+k.name, err)
 	}
 	k.registered.Store(false)
@@ -324,7 +324,7 @@ func (b *Broker) CancelProcessing(ctx context.Context, id string) error {
 	if err := base.ValidateTaskID(id); err != nil {
 		return fmt.Errorf("rdb: cancel processing: %w", err)
 	}
-	err := b.c.Do(ctx, b.c.B().Publish().Channel(channelEvents).Message(eventCancelPrefix+id).Build()).Error()
+	err := b.do(ctx, b.c.B().Publish().Channel(channelEvents).Message(eventCancelPrefix+id).Build()).Error()
 	if err != nil {
 		return b.wrap("cancel processing "+id, err)
 	}

@@ -51,7 +51,7 @@ func (b *Broker) GetMeta(ctx context.Context, key string) ([]byte, error) {
 	if err := b.checkMeta("get meta", key, nil); err != nil {
 		return nil, err
 	}
-	v, err := b.c.Do(ctx, b.c.B().Hget().Key(keyMeta).Field(key).Build()).AsBytes()
+	v, err := b.do(ctx, b.c.B().Hget().Key(keyMeta).Field(key).Build()).AsBytes()
 	if rueidis.IsRedisNil(err) {
 		return nil, fmt.Errorf("rdb: get meta %q: %w", key, base.ErrNotFound)
 	}
@@ -79,7 +79,7 @@ func (b *Broker) ListMeta(ctx context.Context, prefix string) (map[string][]byte
 	if b.closed.Load() {
 		return nil, fmt.Errorf("rdb: list meta: %w", base.ErrStorageClosed)
 	}
-	all, err := b.c.Do(ctx, b.c.B().Hgetall().Key(keyMeta).Build()).AsStrMap()
+	all, err := b.do(ctx, b.c.B().Hgetall().Key(keyMeta).Build()).AsStrMap()
 	if err != nil {
 		return nil, b.wrap("list meta", err)
 	}

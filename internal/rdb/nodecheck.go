@@ -37,7 +37,7 @@ type nodeFacts struct {
 // about nor an error.
 func (b *Broker) checkNodes(ctx context.Context, w WaitOptions) error {
 	for addr, n := range b.c.Nodes() {
-		f := readNode(ctx, n)
+		f := b.readNode(ctx, n)
 		b.warnDurability(addr, f)
 		if w.AOFLocal {
 			if f.version != "" && !versionAtLeast(f.version, 7, 2) {
@@ -79,9 +79,9 @@ func (b *Broker) warnDurability(addr string, f nodeFacts) {
 
 // readNode reads the facts of one node in one round trip. Each command
 // may fail alone.
-func readNode(ctx context.Context, n rueidis.Client) nodeFacts {
+func (b *Broker) readNode(ctx context.Context, n rueidis.Client) nodeFacts {
 	bd := n.B()
-	rs := n.DoMulti(ctx,
+	rs := b.nodeDoMulti(ctx, n,
 		bd.Info().Section("server").Build(),
 		bd.Info().Section("replication").Build(),
 		bd.ConfigGet().Parameter("appendonly").Build(),

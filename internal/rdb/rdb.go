@@ -42,6 +42,16 @@ type Options struct {
 	// TLSConfig replaces the TLS configuration of rediss:// URLs (for a
 	// private CA or client certificates). Open only.
 	TLSConfig *tls.Config
+	// Timeout bounds each call to Redis (one round trip, with the
+	// connection it may have to open first) that the caller's context
+	// does not end sooner: a call to a Redis that does not answer
+	// (stopped, cut off, still loading its data) fails within it with an
+	// error wrapping base.ErrUnavailable instead of waiting for the end
+	// of the outage. A write that waits for replicas (Wait) gets
+	// Wait.Timeout on top. 0 means DefaultTimeout (5 s); a negative value
+	// leaves calls to their context alone. In Open, the URL's timeout
+	// parameter replaces it.
+	Timeout time.Duration
 	// DialTimeout bounds each connection attempt; 0 means rueidis's
 	// default (5 s). Open only.
 	DialTimeout time.Duration
@@ -68,11 +78,16 @@ type Options struct {
 // Broker is the Redis implementation of broker.Broker. It is safe for
 // concurrent use.
 type Broker struct {
-	c      rueidis.Client
-	clock  clockwork.Clock // nil: Redis TIME is the clock
-	log    *slog.Logger
-	wait   *waiter // nil: acknowledged writes do not wait (Options.Wait)
-	closed atomic.Bool
+	c     rueidis.Client
+	clock clockwork.Clock // nil: Redis TIME is the clock
+	log   *slog.Logger
+	wait  *waiter // nil: acknowledged writes do not wait (Options.Wait)
+	// timeout bounds each call (Options.Timeout); <= 0: no bound.
+	timeout time.Duration
+	// trouble is when (Unix ns) a call last met unavailability (see
+	// deadline.go); 0: never.
+	trouble atomic.Int64
+	closed  atomic.Bool
 
 	archiveMax  string   // ArchiveMaxSize as an ARGV
 	archiveAge  string   // ArchiveMaxAge in ms as an ARGV
@@ -90,10 +105,11 @@ type Broker struct {
 // New returns a Broker over c. The Broker owns c: Close closes it.
 func New(c rueidis.Client, opts Options) *Broker {
 	b := &Broker{
-		c:     c,
-		clock: opts.Clock,
-		log:   opts.Logger,
-		wait:  newWaiter(opts.Wait, c.Mode() == rueidis.ClientModeCluster),
+		c:       c,
+		clock:   opts.Clock,
+		log:     opts.Logger,
+		wait:    newWaiter(opts.Wait, c.Mode() == rueidis.ClientModeCluster),
+		timeout: opts.timeout(),
 	}
 	b.life, b.endLife = context.WithCancel(context.Background())
 	if b.log == nil {
@@ -124,12 +140,15 @@ func New(c rueidis.Client, opts Options) *Broker {
 // log (see checkNode), and WaitOptions a node cannot honour (WAITAOF
 // before Redis 7.2) are an error.
 func Open(ctx context.Context, rawURL string, opts Options) (*Broker, error) {
-	co, wait, err := ParseURL(rawURL)
+	co, set, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	if wait != nil {
-		opts.Wait = *wait
+	if set.Wait != nil {
+		opts.Wait = *set.Wait
+	}
+	if set.Timeout > 0 {
+		opts.Timeout = set.Timeout
 	}
 	if err := opts.Wait.Validate(); err != nil {
 		return nil, err
@@ -141,6 +160,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Broker, error) {
 		co.Dialer.Timeout = opts.DialTimeout
 		co.Sentinel.Dialer.Timeout = opts.DialTimeout
 	}
+	limitConnTimeouts(&co, opts.timeout(), opts.Wait)
 	co.PipelineMultiplex = pipelineMultiplex(opts.Connections)
 	c, err := rueidis.NewClient(co)
 	if err != nil {
@@ -161,6 +181,42 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Broker, error) {
 		b.log.Warn("rdb: cannot preload scripts; they will be sent with EVAL", "err", err)
 	}
 	return b, nil
+}
+
+// timeout is Timeout with its default.
+func (o Options) timeout() time.Duration {
+	if o.Timeout == 0 {
+		return DefaultTimeout
+	}
+	return o.Timeout
+}
+
+// limitConnTimeouts fits rueidis's own timeouts to the call timeout (see
+// deadline.go): ConnWriteTimeout, which rueidis also uses as the longest
+// wait of a call without a deadline and as the time a keep-alive PING may
+// take before the connection is dropped, is raised when calls may last
+// longer (a long timeout, or a write waiting for replicas), so that a call
+// is not cut short nor its connection dropped while it is within its
+// deadline.
+func limitConnTimeouts(co *rueidis.ClientOption, timeout time.Duration, w WaitOptions) {
+	if timeout <= 0 {
+		return
+	}
+	longest := timeout
+	if w.Enabled() {
+		wt := w.Timeout
+		if wt <= 0 {
+			wt = DefaultWaitTimeout
+		}
+		longest += wt
+	}
+	keepAlive := co.Dialer.KeepAlive
+	if keepAlive <= 0 {
+		keepAlive = rueidis.DefaultTCPKeepAlive
+	}
+	if co.ConnWriteTimeout <= 0 && longest+time.Second > 10*keepAlive { // rueidis's default is 10 keep-alives
+		co.ConnWriteTimeout = longest + time.Second
+	}
 }
 
 // pipelineMultiplex turns a connection count into rueidis's
@@ -195,7 +251,7 @@ func (b *Broker) Ping(ctx context.Context) error {
 	if b.closed.Load() {
 		return fmt.Errorf("rdb: ping: %w", base.ErrStorageClosed)
 	}
-	if err := b.c.Do(ctx, b.c.B().Ping().Build()).Error(); err != nil {
+	if err := b.do(ctx, b.c.B().Ping().Build()).Error(); err != nil {
 		return b.wrap("ping", err)
 	}
 	return nil
@@ -209,7 +265,7 @@ func (b *Broker) Now(ctx context.Context) (time.Time, error) {
 	if b.clock != nil {
 		return b.clock.Now(), nil
 	}
-	v, err := b.c.Do(ctx, b.c.B().Time().Build()).AsStrSlice()
+	v, err := b.do(ctx, b.c.B().Time().Build()).AsStrSlice()
 	if err != nil {
 		return time.Time{}, b.wrap("time", err)
 	}

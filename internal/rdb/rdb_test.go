@@ -134,7 +134,9 @@ func TestNoScriptFallback(t *testing.T) {
 	redis(t, b, "SCRIPT", "FLUSH")
 	mustEnqueue(t, b, msg("q", "a"), time.Time{})
 	redis(t, b, "SCRIPT", "FLUSH")
-	errs := b.EnqueueBatch(ctx, []broker.EnqueueParams{{Msg: msg("q", "b")}, {Msg: msg("q", "c")}, {Msg: msg("q", "a")}})
+	otherA := msg("q", "a")
+	otherA.Payload = []byte("other")
+	errs := b.EnqueueBatch(ctx, []broker.EnqueueParams{{Msg: msg("q", "b")}, {Msg: msg("q", "c")}, {Msg: otherA}})
 	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], base.ErrTaskIDConflict) {
 		t.Fatalf("EnqueueBatch after SCRIPT FLUSH = %v", errs)
 	}

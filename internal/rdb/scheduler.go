@@ -71,7 +71,7 @@ func (b *Broker) WriteSchedulerEntries(ctx context.Context, schedulerID string, 
 	}
 	nowMS := now.UnixMilli()
 	bd := b.c.B()
-	res := b.c.DoMulti(ctx,
+	res := b.doMulti(ctx, 0,
 		bd.Set().Key(schedulerKey(schedulerID)).Value(string(data)).PxMilliseconds(ms(ttl)+b.lockSlackMS).Build(),
 		bd.Zadd().Key(keySchedulers).ScoreMember().ScoreMember(float64(nowMS+ms(ttl)), schedulerID).Build(),
 		bd.Zremrangebyscore().Key(keySchedulers).Min("-inf").Max("("+itoa(nowMS)).Build(),

@@ -103,9 +103,9 @@ func isNoScript(err error) bool {
 // caches the script on that node) when the node does not know it. A
 // NOSCRIPT reply means the script did not run, so the retry is safe.
 func (b *Broker) run(ctx context.Context, c call) rueidis.RedisResult {
-	r := b.c.Do(ctx, c.evalsha(b.c.B()))
+	r := b.do(ctx, c.evalsha(b.c.B()))
 	if isNoScript(r.Error()) {
-		r = b.c.Do(ctx, c.eval(b.c.B()))
+		r = b.do(ctx, c.eval(b.c.B()))
 	}
 	return r
 }
@@ -120,7 +120,7 @@ func (b *Broker) loadScripts(ctx context.Context) error {
 		for i, s := range scripts {
 			cmds[i] = n.B().ScriptLoad().Script(s.src).Build()
 		}
-		for _, r := range n.DoMulti(ctx, cmds...) {
+		for _, r := range b.nodeDoMulti(ctx, n, cmds...) {
 			if err := r.Error(); err != nil {
 				return fmt.Errorf("rdb: load scripts into %s: %w", addr, err)
 			}
@@ -146,7 +146,7 @@ func (b *Broker) send(ctx context.Context, cmds []rueidis.Completed, acked bool)
 	if acked {
 		return b.doAcked(ctx, cmds)
 	}
-	return b.c.DoMulti(ctx, cmds...), nil
+	return b.doMulti(ctx, 0, cmds...), nil
 }
 
 // runMultiWith is runMulti, with acked sending the commands as

@@ -23,29 +23,29 @@ import (
 //
 // The port defaults to 6379 (26379 for sentinels). The password of a
 // sentinel URL is the master's; sentinel_password=… gives the sentinels'
-// own. Accepted query parameters: dial_timeout (a Go duration),
-// client_name, master / sentinel_password for redis-sentinel, and on every
-// scheme the WaitOptions: wait_replicas (a count), wait_timeout (a Go
-// duration, at least 1ms) and wait_aof_local (true/false or 1/0). Any
-// other parameter, a bad value, a bad port or db, or a missing host is an
-// error naming it and wrapping base.ErrInvalidArgument. No error shows any
-// part of a password: the error of a URL that cannot be read for sure
+// own. Accepted query parameters: timeout (Options.Timeout, a Go
+// duration), dial_timeout (a Go duration), client_name, master /
+// sentinel_password for redis-sentinel, and on every scheme the
+// WaitOptions: wait_replicas (a count), wait_timeout (a Go duration, at
+// least 1ms) and wait_aof_local (true/false or 1/0). Any other parameter,
+// a bad value, a bad port or db, or a missing host is an error naming it
+// and wrapping base.ErrInvalidArgument. No error shows any part of a
+// password: the error of a URL that cannot be read for sure
 // (base.AmbiguousURL) names no part of it.
-//
-// The WaitOptions are nil unless the URL has a wait_* parameter.
-func ParseURL(rawURL string) (rueidis.ClientOption, *WaitOptions, error) {
+func ParseURL(rawURL string) (rueidis.ClientOption, URLSettings, error) {
 	var co rueidis.ClientOption
-	var wait *WaitOptions
-	bad := func(format string, a ...any) (rueidis.ClientOption, *WaitOptions, error) {
+	var set URLSettings
+	bad := func(format string, a ...any) (rueidis.ClientOption, URLSettings, error) {
 		detail := fmt.Sprintf(format, a...)
 		if base.AmbiguousURL(rawURL) {
 			// A '?' in a password or an '@' in a parameter: the detail
 			// could quote part of a password.
 			detail = "cannot be read for sure: an '@' follows the '?' (write a '?' of a password as %3F, an '@' of a parameter as %40)"
 		}
-		return rueidis.ClientOption{}, nil, fmt.Errorf("rdb: storage URL %q: %s: %w",
+		return rueidis.ClientOption{}, URLSettings{}, fmt.Errorf("rdb: storage URL %q: %s: %w",
 			base.RedactURL(rawURL), detail, base.ErrInvalidArgument)
 	}
+	wait := set.Wait
 	waitOpts := func() *WaitOptions {
 		if wait == nil {
 			wait = &WaitOptions{}
@@ -68,7 +68,7 @@ func ParseURL(rawURL string) (rueidis.ClientOption, *WaitOptions, error) {
 	case "redis-cluster":
 		multiHost = true
 	default:
-		return rueidis.ClientOption{}, nil, fmt.Errorf("rdb: storage URL %q: scheme %q is not redis, rediss, redis-sentinel or redis-cluster: %w",
+		return rueidis.ClientOption{}, URLSettings{}, fmt.Errorf("rdb: storage URL %q: scheme %q is not redis, rediss, redis-sentinel or redis-cluster: %w",
 			base.RedactURL(rawURL), scheme, base.ErrInvalidArgument)
 	}
 	rest, rawQuery, _ := strings.Cut(rest, "?")
@@ -118,6 +118,12 @@ func ParseURL(rawURL string) (rueidis.ClientOption, *WaitOptions, error) {
 	for k, v := range q {
 		val := v[len(v)-1]
 		switch {
+		case k == "timeout":
+			d, err := time.ParseDuration(val)
+			if err != nil || d <= 0 {
+				return bad("timeout %q is not a positive duration (write e.g. 5s)", val)
+			}
+			set.Timeout = d
 		case k == "dial_timeout":
 			d, err := time.ParseDuration(val)
 			if err != nil || d <= 0 {
@@ -171,7 +177,17 @@ func ParseURL(rawURL string) (rueidis.ClientOption, *WaitOptions, error) {
 	// htq uses no client-side caching: turning it off saves the CLIENT
 	// TRACKING set-up and the cache's bookkeeping on every reply.
 	co.DisableCache = true
-	return co, wait, nil
+	set.Wait = wait
+	return co, set, nil
+}
+
+// URLSettings are the settings of a storage URL that are htq's own, not
+// the connection's.
+type URLSettings struct {
+	// Wait is nil unless the URL has a wait_* parameter.
+	Wait *WaitOptions
+	// Timeout is the timeout parameter; 0 when the URL has none.
+	Timeout time.Duration
 }
 
 // hostPort checks h ("host", "host:port", "[v6]", "[v6]:port") and adds

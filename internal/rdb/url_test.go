@@ -21,6 +21,7 @@ func TestParseURL(t *testing.T) {
 		tls      bool
 		single   bool
 		timeout  time.Duration
+		call     time.Duration // the timeout parameter
 		sentPass string
 	}{
 		{url: "redis://localhost:6379/0", addrs: []string{"localhost:6379"}, single: true},
@@ -32,6 +33,7 @@ func TestParseURL(t *testing.T) {
 		{url: "redis://[::1]:6380/1", addrs: []string{"[::1]:6380"}, db: 1, single: true},
 		{url: "redis://[::1]", addrs: []string{"[::1]:6379"}, single: true},
 		{url: "redis://h?dial_timeout=2s", addrs: []string{"h:6379"}, single: true, timeout: 2 * time.Second},
+		{url: "redis://h?timeout=1500ms", addrs: []string{"h:6379"}, single: true, call: 1500 * time.Millisecond},
 		{url: "rediss://secure.example:6380/4", addrs: []string{"secure.example:6380"}, db: 4, tls: true, single: true},
 		{url: "redis-sentinel://:pw@s1:26379,s2:26380,s3/5?master=mymaster", addrs: []string{"s1:26379", "s2:26380", "s3:26379"}, db: 5, pass: "pw", master: "mymaster"},
 		{url: "redis-sentinel://s1?master=m&sentinel_password=sp", addrs: []string{"s1:26379"}, master: "m", sentPass: "sp"},
@@ -40,12 +42,15 @@ func TestParseURL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
-			co, wait, err := ParseURL(tt.url)
+			co, set, err := ParseURL(tt.url)
 			if err != nil {
 				t.Fatalf("ParseURL: %v", err)
 			}
-			if wait != nil {
-				t.Errorf("WaitOptions = %+v, want nil (no wait_* parameter)", *wait)
+			if set.Wait != nil {
+				t.Errorf("WaitOptions = %+v, want nil (no wait_* parameter)", *set.Wait)
+			}
+			if set.Timeout != tt.call {
+				t.Errorf("Timeout = %v, want %v", set.Timeout, tt.call)
 			}
 			if !slices.Equal(co.InitAddress, tt.addrs) {
 				t.Errorf("InitAddress = %v, want %v", co.InitAddress, tt.addrs)
@@ -92,12 +97,12 @@ func TestParseURLWait(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
-			_, wait, err := ParseURL(tt.url)
+			_, set, err := ParseURL(tt.url)
 			if err != nil {
 				t.Fatalf("ParseURL: %v", err)
 			}
-			if wait == nil || *wait != tt.want {
-				t.Fatalf("WaitOptions = %v, want %+v", wait, tt.want)
+			if set.Wait == nil || *set.Wait != tt.want {
+				t.Fatalf("WaitOptions = %v, want %+v", set.Wait, tt.want)
 			}
 		})
 	}
@@ -137,6 +142,9 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://h?master=m", `unknown parameter "master"`},
 		{"redis://h?dial_timeout=soon", "dial_timeout"},
 		{"redis://h?dial_timeout=-1s", "dial_timeout"},
+		{"redis://h?timeout=0", `timeout "0"`},
+		{"redis://h?timeout=-1s", `timeout "-1s"`},
+		{"redis://h?timeout=5", `timeout "5"`},
 		{"redis-sentinel://s1,s2", "needs ?master=NAME"},
 		{"redis-sentinel://s1,,s2?master=m", "empty host"},
 		{"redis-cluster://n1,n2/1", "only database 0"},

@@ -165,7 +165,7 @@ func (b *Broker) doAcked(ctx context.Context, cmds []rueidis.Completed) ([]rueid
 	errs := make([]error, len(cmds))
 	if !w.cluster {
 		all := append(cmds[:len(cmds):len(cmds)], w.cmds(b.c.B())...)
-		rs := b.c.DoMulti(ctx, all...)
+		rs := b.doMulti(ctx, w.timeout, all...)
 		if err := w.check(rs[len(cmds):]); err != nil {
 			for i := range errs {
 				errs[i] = err
@@ -196,7 +196,7 @@ func (b *Broker) doAcked(ctx context.Context, cmds []rueidis.Completed) ([]rueid
 				part = append(part, cmds[i])
 			}
 			part = append(part, w.cmds(b.c.B())...)
-			rs := b.c.DoMulti(ctx, part...)
+			rs := b.doMulti(ctx, w.timeout, part...)
 			err := w.check(rs[len(idx):])
 			for j, i := range idx {
 				res[i], errs[i] = rs[j], err
@@ -232,7 +232,7 @@ func (b *Broker) runMultiAcked(ctx context.Context, extra []rueidis.Completed, c
 // script) and returns its result and nil or the wait's error.
 func (b *Broker) doAckedOne(ctx context.Context, cmd rueidis.Completed) (rueidis.RedisResult, error) {
 	if b.wait == nil {
-		return b.c.Do(ctx, cmd), nil
+		return b.do(ctx, cmd), nil
 	}
 	rs, errs := b.doAcked(ctx, []rueidis.Completed{cmd})
 	return rs[0], errs[0]

@@ -273,14 +273,18 @@ func TestWaitReplicas(t *testing.T) {
 	if ti, err := plain.GetTaskInfo(ctx, "q", "b1"); err != nil || ti.State != base.StatePending {
 		t.Fatalf("task b1 after the timeout: %+v, %v; want it pending on the primary", ti, err)
 	}
-	// A batch: every stored task gets the error; a refused one keeps its own.
-	errs := b.EnqueueBatch(ctx, []broker.EnqueueParams{{Msg: msg("q", "b2")}, {Msg: msg("q", "b1")}, {Msg: msg("r", "b3")}, {Msg: msg("q", "b4")}})
+	// A batch: every stored task gets the error, b1 again too (found
+	// stored, it waits as a new write would); a refused one keeps its own.
+	otherB1 := msg("q", "b1")
+	otherB1.Payload = []byte("other")
+	errs := b.EnqueueBatch(ctx, []broker.EnqueueParams{{Msg: msg("q", "b2")}, {Msg: otherB1}, {Msg: msg("r", "b3")}, {Msg: msg("q", "b4")}, {Msg: msg("q", "b1")}})
 	expectTimeout("EnqueueBatch[0]", errs[0])
 	if !errors.Is(errs[1], base.ErrTaskIDConflict) {
 		t.Errorf("EnqueueBatch[1] (ID taken): %v, want ErrTaskIDConflict", errs[1])
 	}
 	expectTimeout("EnqueueBatch[2]", errs[2])
 	expectTimeout("EnqueueBatch[3]", errs[3])
+	expectTimeout("EnqueueBatch[4] (b1 again)", errs[4])
 
 	// Fetch does not wait; the outcomes do.
 	fstart := time.Now()
@@ -307,6 +311,7 @@ func TestWaitReplicas(t *testing.T) {
 	}
 	frozen = false
 	mustEnqueue(t, b, msg("q", "c1"), time.Time{})
+	mustEnqueue(t, b, msg("q", "b1"), time.Time{}) // the retry of the first timeout: confirmed now
 	checkInvariants(t, b)
 }
 

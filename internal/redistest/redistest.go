@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -115,6 +116,26 @@ func (s *Server) Crash() error {
 // Restart starts a crashed server again on the same port and directory
 // with the same arguments, and waits until it answers.
 func (s *Server) Restart() error {
+	if err := s.respawn(); err != nil {
+		return err
+	}
+	return waitReady(s.Addr, 10*time.Second)
+}
+
+// RestartLoading starts a crashed server again as Restart does, but
+// returns as soon as it answers PING at all, LOADING included: while it
+// reads its data back, commands get "-LOADING". A server started with
+// "--key-load-delay", "100" (µs per key, a Redis debug setting) and
+// "--loading-process-events-interval-bytes", "1024" (so that it answers
+// while it loads) loads N keys in about N×100 µs.
+func (s *Server) RestartLoading() error {
+	if err := s.respawn(); err != nil {
+		return err
+	}
+	return waitAnswer(s.Addr, 10*time.Second, "-LOADING")
+}
+
+func (s *Server) respawn() error {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return err
@@ -124,7 +145,44 @@ func (s *Server) Restart() error {
 		return fmt.Errorf("restart redis-server: %w", err)
 	}
 	s.cmd = cmd
-	return waitReady(s.Addr, 10*time.Second)
+	return nil
+}
+
+// An Outage is a way to cut a test server off from its clients.
+type Outage string
+
+// The outages of Begin and End.
+const (
+	// Frozen: SIGSTOP; connections stay open and nothing answers (Freeze).
+	Frozen Outage = "frozen"
+	// Crashed: SIGKILL, then a restart on the same port and data
+	// (Crash, Restart); connections are refused meanwhile.
+	Crashed Outage = "crashed"
+)
+
+// Outages lists every Outage, for tests that try each.
+var Outages = []Outage{Frozen, Crashed}
+
+// Begin cuts the server off the way o says.
+func (s *Server) Begin(o Outage) error {
+	switch o {
+	case Frozen:
+		return s.Freeze()
+	case Crashed:
+		return s.Crash()
+	}
+	return fmt.Errorf("redistest: unknown outage %q", o)
+}
+
+// End ends an outage Begin started: Thaw or Restart.
+func (s *Server) End(o Outage) error {
+	switch o {
+	case Frozen:
+		return s.Thaw()
+	case Crashed:
+		return s.Restart()
+	}
+	return fmt.Errorf("redistest: unknown outage %q", o)
 }
 
 // Kill stops the server at once with SIGKILL (for failure tests).
@@ -239,6 +297,12 @@ func freePort() (int, error) {
 }
 
 func waitReady(addr string, timeout time.Duration) error {
+	return waitAnswer(addr, timeout, "")
+}
+
+// waitAnswer waits until addr answers PING with +PONG or, when also is
+// not empty, a line that starts with it.
+func waitAnswer(addr string, timeout time.Duration, also string) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
@@ -248,7 +312,7 @@ func waitReady(addr string, timeout time.Duration) error {
 			if err == nil {
 				line, rerr := bufio.NewReader(conn).ReadString('\n')
 				conn.Close()
-				if rerr == nil && line == "+PONG\r\n" {
+				if rerr == nil && (line == "+PONG\r\n" || also != "" && strings.HasPrefix(line, also)) {
 					return nil
 				}
 				err = fmt.Errorf("PING answered %q (%v)", line, rerr)

@@ -28,6 +28,14 @@ type Config struct {
 	// Storage is the storage URL given to htq.Open (default
 	// "file:./htq-data", the embedded store in ./htq-data).
 	Storage string
+	// StorageTimeout bounds every call to the storage (default 5 s): on
+	// Redis it becomes the storage URL's timeout parameter, so that a
+	// Redis that is down, cut off or loading its data fails each call
+	// within it, and the API answers 503 with Retry-After instead of
+	// waiting for the end of the outage; an enqueue through the API keeps
+	// trying within it. A storage URL with its own timeout parameter
+	// conflicts with it.
+	StorageTimeout time.Duration
 
 	// Token is the API token every /v1 call presents as
 	// "Authorization: Bearer <token>". Empty: the token stored with the
@@ -118,6 +126,7 @@ type Config struct {
 const (
 	DefaultAddr                   = ":5999"
 	DefaultStorage                = "file:./htq-data"
+	DefaultStorageTimeout         = 5 * time.Second
 	DefaultTimeZone               = "Local"
 	DefaultConcurrency            = 100
 	DefaultDispatchTimeout        = dispatch.DefaultTimeout
@@ -155,6 +164,7 @@ func (c Config) WithDefaults() Config {
 	str(&c.Addr, DefaultAddr)
 	str(&c.Storage, DefaultStorage)
 	str(&c.TimeZone, DefaultTimeZone)
+	dur(&c.StorageTimeout, DefaultStorageTimeout)
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
@@ -189,6 +199,7 @@ func (c Config) Validate() error { return c.ValidateFrom(nil) }
 // it instead of the bare setting. Settings are named as `htq serve` names
 // its flags, without the dashes.
 func (c Config) ValidateFrom(source func(setting string) string) error {
+	timeoutGiven := c.StorageTimeout != 0
 	c = c.WithDefaults()
 	var errs []error
 	bad := func(setting, format string, args ...any) {
@@ -197,6 +208,11 @@ func (c Config) ValidateFrom(source func(setting string) string) error {
 			e.Source = source(setting)
 		}
 		errs = append(errs, e)
+	}
+	if c.StorageTimeout < 0 {
+		bad("storage-timeout", "%v is negative", c.StorageTimeout)
+	} else if timeoutGiven && urlParam(c.Storage, "timeout") {
+		bad("storage-timeout", "the storage URL sets timeout too: set it in one place")
 	}
 	if _, port, err := net.SplitHostPort(c.Addr); err != nil {
 		bad("addr", "%q: want host:port or :port: %v", c.Addr, err)
@@ -323,28 +339,46 @@ func (c Config) validateRedisWait() []error {
 	if c.RedisWaitReplicas == 0 && c.RedisWaitTimeout == 0 && !c.RedisWaitAOFLocal {
 		return errs
 	}
-	scheme, _, _ := strings.Cut(c.Storage, ":")
-	switch strings.ToLower(scheme) {
-	case "redis", "rediss", "redis-sentinel", "redis-cluster":
-	default:
+	if !isRedis(c.Storage) {
 		bad("redis-wait-replicas, redis-wait-timeout and redis-wait-aof-local apply to Redis storage (redis://, rediss://, redis-sentinel://, redis-cluster://), not %q", base.RedactURL(c.Storage))
 		return errs
 	}
-	if _, rawQuery, ok := strings.Cut(c.Storage, "?"); ok {
-		q, _ := url.ParseQuery(rawQuery) // the storage checks the URL itself
-		for _, p := range redisWaitParams {
-			if q.Has(p.param) {
-				bad("storage URL sets %s and a redis-wait-* setting is given too: set the wait in one place (%s or the URL's %s)", p.param, p.setting, p.param)
-			}
+	for _, p := range redisWaitParams {
+		if urlParam(c.Storage, p.param) {
+			bad("storage URL sets %s and a redis-wait-* setting is given too: set the wait in one place (%s or the URL's %s)", p.param, p.setting, p.param)
 		}
 	}
 	return errs
 }
 
+// urlParam tells whether the storage URL has the query parameter name.
+func urlParam(storage, name string) bool {
+	_, rawQuery, ok := strings.Cut(storage, "?")
+	if !ok {
+		return false
+	}
+	q, _ := url.ParseQuery(rawQuery) // the storage checks the URL itself
+	return q.Has(name)
+}
+
+// isRedis tells whether the storage URL names a Redis storage.
+func isRedis(storage string) bool {
+	scheme, _, _ := strings.Cut(storage, ":")
+	switch strings.ToLower(scheme) {
+	case "redis", "rediss", "redis-sentinel", "redis-cluster":
+		return true
+	}
+	return false
+}
+
 // storageURL is Storage with the redis-wait-* settings added as the
-// storage URL's wait_* parameters.
+// storage URL's wait_* parameters and, on Redis, StorageTimeout as its
+// timeout parameter (unless the URL has one).
 func (c Config) storageURL() string {
 	var q []string
+	if isRedis(c.Storage) && c.StorageTimeout > 0 && !urlParam(c.Storage, "timeout") {
+		q = append(q, "timeout="+c.StorageTimeout.String())
+	}
 	if c.RedisWaitReplicas > 0 {
 		q = append(q, "wait_replicas="+strconv.Itoa(c.RedisWaitReplicas))
 	}

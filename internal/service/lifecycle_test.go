@@ -211,6 +211,10 @@ func TestBadConfig(t *testing.T) {
 		{"redis wait twice", func(c *service.Config) {
 			c.Storage, c.RedisWaitReplicas = "redis://127.0.0.1:1/0?wait_replicas=1", 1
 		}, []string{"wait_replicas", "redis-wait-replicas"}},
+		{"negative storage timeout", func(c *service.Config) { c.StorageTimeout = -time.Second }, []string{"storage-timeout", "negative"}},
+		{"storage timeout twice", func(c *service.Config) {
+			c.Storage, c.StorageTimeout = "redis://127.0.0.1:1/0?timeout=2s", time.Second
+		}, []string{"storage-timeout", "timeout too"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -322,7 +326,7 @@ func TestShutdownEndsLongPoll(t *testing.T) {
 
 // With redis-wait-replicas on a Redis that has no replica, a write
 // through the API answers 503 replication_timeout, and the write was
-// made all the same (a retry meets it).
+// made all the same (a retry finds it, and waits again).
 func TestRedisWaitSetting(t *testing.T) {
 	cfg := testConfig(t, redistest.URL(t))
 	cfg.RedisWaitReplicas, cfg.RedisWaitTimeout = 1, 50*time.Millisecond
@@ -345,7 +349,11 @@ func TestRedisWaitSetting(t *testing.T) {
 	if tv, found := c.task("jobs", "w1"); !found || tv.State != "pending" {
 		t.Fatalf("task w1 after replication_timeout: %+v, found %v; want pending", tv, found)
 	}
-	if status, body := c.call("POST", "/v1/queues/jobs/tasks", spec, nil); status != http.StatusConflict || !strings.Contains(string(body), "task_id_conflict") {
-		t.Errorf("third enqueue: %d %s; want 409 task_id_conflict", status, body)
+	// The retry finds w1 stored, and waits for its copy again; another
+	// task under w1 is a conflict.
+	expect503("third enqueue (a retry)")
+	other := map[string]any{"type": "other", "options": map[string]any{"task_id": "w1"}}
+	if status, body := c.call("POST", "/v1/queues/jobs/tasks", other, nil); status != http.StatusConflict || !strings.Contains(string(body), "task_id_conflict") {
+		t.Errorf("another task under w1: %d %s; want 409 task_id_conflict", status, body)
 	}
 }

@@ -167,6 +167,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		CompletedRetention: max(cfg.CompletedRetention, 0),
 		DispatchTimeout:    cfg.DispatchTimeout,
 		MetricsAuth:        cfg.metricsAuth(),
+		EnqueueRetryFor:    cfg.StorageTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: API: %w", err)

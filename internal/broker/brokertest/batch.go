@@ -8,6 +8,23 @@ import (
 	"github.com/htqueue/htq/internal/broker"
 )
 
+// wantBatchErrs fails unless errs, the answer of an EnqueueBatch, has one
+// entry per want: nil where want is nil, else an error wrapping it.
+func wantBatchErrs(e *env, errs []error, want ...error) {
+	e.Helper()
+	if len(errs) != len(want) {
+		e.Fatalf("EnqueueBatch of %d tasks returned %d results", len(want), len(errs))
+	}
+	for i, w := range want {
+		what := fmt.Sprintf("EnqueueBatch entry %d", i)
+		if w == nil {
+			wantNoErr(e, what, errs[i])
+		} else {
+			wantErrIs(e, what, errs[i], w)
+		}
+	}
+}
+
 func batchTests() []testCase {
 	return []testCase{
 		{"Mixed", func(e *env) {
@@ -40,19 +57,8 @@ func batchTests() []testCase {
 				{Msg: badQueue},
 				{Msg: otherQueue},
 			}
-			want := []error{nil, base.ErrInvalidArgument, nil, base.ErrTaskIDConflict, base.ErrDuplicateTask, nil, base.ErrPayloadTooLarge, base.ErrInvalidArgument, nil}
-			errs := e.b.EnqueueBatch(e.ctx, ps)
-			if len(errs) != len(ps) {
-				e.Fatalf("EnqueueBatch of %d tasks returned %d results", len(ps), len(errs))
-			}
-			for i, w := range want {
-				what := fmt.Sprintf("EnqueueBatch entry %d", i)
-				if w == nil {
-					wantNoErr(e, what, errs[i])
-				} else {
-					wantErrIs(e, what, errs[i], w)
-				}
-			}
+			wantBatchErrs(e, e.b.EnqueueBatch(e.ctx, ps),
+				nil, base.ErrInvalidArgument, nil, base.ErrTaskIDConflict, base.ErrDuplicateTask, nil, base.ErrPayloadTooLarge, base.ErrInvalidArgument, nil)
 			e.wantState("default", pending.ID, base.StatePending)
 			ti := e.wantState("default", scheduled.ID, base.StateScheduled)
 			wantTime(e, "NextProcessAt of the scheduled entry", ti.NextProcessAt, Epoch.Add(time.Minute))

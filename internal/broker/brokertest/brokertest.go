@@ -90,6 +90,7 @@ func Run(t *testing.T, newBroker Factory) {
 	groups := []group{
 		{"Lifecycle", lifecycleTests()},
 		{"Enqueue", enqueueTests()},
+		{"Repeat", repeatTests()},
 		{"Validation", validationTests()},
 		{"Fetch", fetchTests()},
 		{"Complete", completeTests()},

@@ -159,7 +159,10 @@ func (b *memBroker) enqueueLocked(p broker.EnqueueParams) error {
 	}
 	now := b.clock.Now()
 	if q := b.queues[p.Msg.Queue]; q != nil {
-		if _, ok := q.tasks[p.Msg.ID]; ok {
+		if t, ok := q.tasks[p.Msg.ID]; ok {
+			if t.msg.SameEnqueue(p.Msg) {
+				return nil // stored by an earlier attempt
+			}
 			return base.ErrTaskIDConflict
 		}
 		if p.Msg.UniqueKey != "" {

@@ -6,8 +6,10 @@
 -- ARGV[6] unique TTL ms              ARGV[7] lock PX ms (cleanup only)
 -- ARGV[8] group key ('' = none)      ARGV[9] retention ms
 -- ARGV[10] events channel            ARGV[11] queue name
--- Returns the new state (2 pending, 3 scheduled, 7 aggregating),
--- -1 when the task ID is taken, -2 when the unique lock is held.
+-- Returns the new state (2 pending, 3 scheduled, 7 aggregating), 0 when
+-- the task is stored already with this very message (an earlier attempt
+-- of the same Enqueue, in whatever state; see stored_same), -1 when
+-- another task holds the ID, -2 when the unique lock is held.
 -- Publishes r:<queue> when pending went from empty to one task and
 -- s:<queue> when the task became the earliest scheduled one.
 -- A plain task (no unique key, group or due time) costs HSETNX + LPUSH:
@@ -16,8 +18,9 @@ local id = ARGV[2]
 local ukey, gkey, at = ARGV[5], ARGV[8], tonumber(ARGV[4])
 local now
 if ukey ~= '' then
-  -- The ID check comes first, so that a taken ID is reported as such.
-  if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+  -- The ID check comes first, so that a taken ID is reported as such
+  -- and a repeat does not meet its own lock.
+  if redis.call('EXISTS', KEYS[1]) == 1 then return stored_same(KEYS[1], ARGV[3]) and 0 or -1 end
   now = now_ms(ARGV[1])
   local v = redis.call('GET', KEYS[4] .. ukey)
   if v then
@@ -34,7 +37,7 @@ elseif at > 0 then
   if at > now then state = 3 end
 end
 -- Every precondition but the ID holds; HSETNX checks it and writes first.
-if redis.call('HSETNX', KEYS[1], 'm', ARGV[3]) == 0 then return -1 end
+if redis.call('HSETNX', KEYS[1], 'm', ARGV[3]) == 0 then return stored_same(KEYS[1], ARGV[3]) and 0 or -1 end
 local h = {}
 if state ~= 2 then
   h[1] = 's'

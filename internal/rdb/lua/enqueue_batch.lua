@@ -10,10 +10,12 @@
 -- unique key ('' = none), unique TTL ms, lock PX ms (cleanup only), group
 -- key ('' = none), retention ms.
 -- Returns a string of one code per task: '2' pending, '3' scheduled,
--- '7' aggregating, 'i' the task ID is taken, 'u' the unique lock is held.
+-- '7' aggregating, '=' stored already with this very message (an earlier
+-- attempt of the same Enqueue; see stored_same), 'i' another task holds
+-- the ID, 'u' the unique lock is held.
 -- A task sees the tasks stored before it in the chunk (an ID or a unique
--- key used twice: the first one stored wins). A refused task writes
--- nothing.
+-- key used twice: the first one stored wins, and the same task twice is
+-- stored once). A refused task writes nothing.
 -- Costs: a plain task one HSETNX (its ID check and its write, as in
 -- enqueue.lua); any other task an EXISTS (which also sees the IDs stored
 -- earlier in the chunk) and an HSET, plus the SET of its lock; the locks
@@ -22,8 +24,8 @@
 -- when pending went from empty to not empty and s:<queue> once when a task
 -- of the chunk became the earliest scheduled one.
 -- No task is left half written by an error: MGET and EXISTS do not fail;
--- HSETNX is called with pcall, WRONGTYPE (a key of another type holds the
--- task's name) is a taken ID, and OOM or a write ban can only refuse the
+-- HSETNX and stored_same's HGET are called with pcall, WRONGTYPE (a key
+-- of another type holds the task's name) is a taken ID, and OOM or a write ban can only refuse the
 -- first write of a script, before anything was written (the script then
 -- ends with that error). As in enqueue.lua, only a pending, scheduled,
 -- group or groups key of another type would fail a write after others.
@@ -78,13 +80,15 @@ for i = 1, n do
       c = '2'
       np = np + 1
       pend[np] = ARGV[4 + i]
-    elseif r == 0 or string.sub(r.err, 1, 9) == 'WRONGTYPE' then
+    elseif r == 0 then
+      c = stored_same(tk[i], ARGV[m0 + i]) and '=' or 'i'
+    elseif string.sub(r.err, 1, 9) == 'WRONGTYPE' then
       c = 'i'
     else
       return r -- refused before the first write: nothing was written
     end
   elseif redis.call('EXISTS', tk[i]) == 1 then
-    c = 'i'
+    c = stored_same(tk[i], ARGV[m0 + i]) and '=' or 'i'
   else
     local id = ARGV[4 + i]
     local ukey, gkey, ret = ARGV[b + 1], ARGV[b + 4], ARGV[b + 5]

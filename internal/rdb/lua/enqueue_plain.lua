@@ -5,10 +5,17 @@
 -- KEYS[1] task hash   KEYS[2] pending list
 -- ARGV[1] message (codec)   ARGV[2] task ID
 -- ARGV[3] events channel    ARGV[4] queue name
--- Returns 2 (pending), or -1 when the task ID is taken (nothing written).
+-- Returns 2 (pending), 0 when the task is stored already with this very
+-- message (an earlier attempt of the same Enqueue; see lib.lua's
+-- stored_same, inlined here), or -1 when another task holds the ID
+-- (nothing written).
 -- HSETNX is both the ID check and the first write; publishes r:<queue>
 -- when pending went from empty to one task.
-if redis.call('HSETNX', KEYS[1], 'm', ARGV[1]) == 0 then return -1 end
+if redis.call('HSETNX', KEYS[1], 'm', ARGV[1]) == 0 then
+  if redis.call('HGET', KEYS[1], 'm') ~= ARGV[1] then return -1 end
+  redis.call('HSET', KEYS[1], 'm', ARGV[1]) -- replicated, for a WAIT
+  return 0
+end
 if redis.call('LPUSH', KEYS[2], ARGV[2]) == 1 then
   redis.call('PUBLISH', ARGV[3], 'r:' .. ARGV[4])
 end

@@ -21,6 +21,19 @@ local function now_ms(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- stored_same tells whether the task hash tk, which exists, holds the
+-- message msg: an earlier attempt of the same Enqueue stored it (its
+-- caller may have seen an error), and this one succeeds without storing
+-- it again. It then sets m to the same value: a write that changes nothing
+-- but is replicated, so that a WAIT after the script also covers the first
+-- attempt's writes, made maybe on another connection. A key of another
+-- type holds no message.
+local function stored_same(tk, msg)
+  if redis.pcall('HGET', tk, 'm') ~= msg then return false end
+  redis.call('HSET', tk, 'm', msg)
+  return true
+end
+
 -- istr formats an integral number without exponent.
 local function istr(x)
   return string.format('%d', x)
