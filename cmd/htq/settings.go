@@ -40,6 +40,7 @@ const (
 	kindInt      kind = "int"
 	kindDuration kind = "duration"
 	kindList     kind = "list"
+	kindBool     kind = "bool"
 )
 
 // value is a setting's value in text form with where it came from, for
@@ -70,6 +71,14 @@ func (v value) duration() (time.Duration, error) {
 		return 0, fmt.Errorf("%s: %q is not a duration (write e.g. 500ms, 30s, 5m)", v.source, v.text)
 	}
 	return d, nil
+}
+
+func (v value) bool() (bool, error) {
+	b, err := strconv.ParseBool(strings.TrimSpace(v.text))
+	if err != nil {
+		return false, fmt.Errorf("%s: %q is not true or false", v.source, v.text)
+	}
+	return b, nil
 }
 
 func (v value) list() []string {
@@ -154,6 +163,9 @@ var settings = []setting{
 	{flag: "idle-timeout", env: "HTQ_IDLE_TIMEOUT", key: "idle_timeout", kind: kindDuration, def: service.DefaultIdleTimeout.String(),
 		usage: "HTTP server: how long an idle keep-alive connection is kept",
 		apply: func(o *serveOptions, v value) (err error) { o.cfg.IdleTimeout, err = positive(v); return err }},
+	{flag: "ui-read-only", env: "HTQ_UI_READ_ONLY", key: "ui_read_only", kind: kindBool, def: "false",
+		usage: "make the dashboard (/ui/) read-only: no actions, and the API refuses dashboard sessions anything but GET",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.UIReadOnly, err = v.bool(); return err }},
 	{flag: "log-level", env: "HTQ_LOG_LEVEL", key: "log_level", kind: kindString, def: "info",
 		usage: "debug, info, warn or error",
 		apply: func(o *serveOptions, v value) error {
@@ -198,6 +210,9 @@ func addSettingFlags(fs *pflag.FlagSet) {
 	for _, s := range settings {
 		usage := s.usage + " (env " + s.env + ")"
 		fs.Var(&settingValue{text: s.def, kind: s.kind}, s.flag, usage)
+		if s.kind == kindBool {
+			fs.Lookup(s.flag).NoOptDefVal = "true" // --ui-read-only alone means true
+		}
 	}
 }
 
@@ -268,6 +283,12 @@ func fileText(s setting, v any) (string, error) {
 			return "", fmt.Errorf("want a whole number, not %T %v", v, v)
 		}
 		return strconv.FormatInt(n, 10), nil
+	case kindBool:
+		b, ok := v.(bool)
+		if !ok {
+			return "", fmt.Errorf("want true or false, not %T %v", v, v)
+		}
+		return strconv.FormatBool(b), nil
 	case kindList:
 		switch l := v.(type) {
 		case string:

@@ -82,6 +82,11 @@ type Config struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
 
+	// UIReadOnly makes the dashboard (/ui/) read-only: it shows no action,
+	// and the API refuses every call made with a dashboard session that
+	// is not a GET or HEAD (403). The bearer token keeps every right.
+	UIReadOnly bool
+
 	// Logger receives the service's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Stdout receives the one-time message with a generated token and

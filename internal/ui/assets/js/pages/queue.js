@@ -1,0 +1,146 @@
+// A queue: its figures and charts, its tasks by state in tabs (paged),
+// its groups, a search by task ID, and the actions on tasks, on every task
+// of a state, and on the queue.
+
+import { call, paths, missing, readOnly, APIError } from '../api.js';
+import { h, fill, num, rate, dur, bytes, badge, link, card, when, clip } from '../dom.js';
+import { page, table, waiting } from '../page.js';
+import { recordOne, rates, chartData } from '../series.js';
+import { lineChart } from '../chart.js';
+import { setPaused, actionButtons, bulk, bulkActionsFor, TASK_ACTIONS, toast } from '../actions.js';
+import { navigate } from '../nav.js';
+import { preview } from './task.js';
+
+const TABS = ['active', 'pending', 'scheduled', 'retry', 'archived', 'completed', 'groups'];
+const PAGE_SIZE = 20;
+
+// The time column of each state: its head and the task's field.
+const TIME_COL = {
+  scheduled: ['Runs', 'next_process_at'],
+  retry: ['Next try', 'next_process_at'],
+  archived: ['Failed', 'last_failed_at'],
+  completed: ['Completed', 'completed_at'],
+  aggregating: ['Added', 'next_process_at'],
+};
+
+export function mount(main, { queue }) {
+  const qs = new URLSearchParams(location.search);
+  const group = qs.get('group') || '';
+  const tab = TABS.includes(qs.get('state')) ? qs.get('state') : group ? 'groups' : 'pending';
+  const state = tab === 'groups' ? (group ? 'aggregating' : null) : tab;
+  const pageNo = Math.max(1, parseInt(qs.get('page') || '1', 10) || 1);
+  const base = `/ui/queues/${encodeURIComponent(queue)}`;
+  const here = (params) => `${base}?${new URLSearchParams(params)}`;
+
+  const title = h('div');
+  const search = h('form', { class: 'search', onsubmit: find },
+    h('input', { type: 'search', name: 'id', placeholder: 'Find a task by ID', 'aria-label': 'Task ID', spellcheck: 'false' }),
+    h('button', { type: 'submit', class: 'btn', text: 'Find' }));
+
+  async function find(ev) {
+    ev.preventDefault();
+    const id = ev.target.elements.id.value.trim();
+    if (!id) return;
+    try {
+      await call('GET', paths.task(queue, id));
+      navigate(`${base}/tasks/${encodeURIComponent(id)}`);
+    } catch (err) {
+      toast(err instanceof APIError && err.status === 404 ? `No task ${id} in queue ${queue}.` : err.message, 'error');
+    }
+  }
+
+  async function load() {
+    const [q, list, groups] = await Promise.all([
+      call('GET', paths.queue(queue)),
+      state ? call('GET', paths.tasks(queue, { state, page: pageNo, page_size: PAGE_SIZE, ...(group ? { group } : {}) })) : null,
+      tab === 'groups' && !group ? call('GET', paths.groups(queue)).catch((err) => (missing(err) ? { missing: true } : Promise.reject(err))) : null,
+    ]);
+    return { q, list, groups };
+  }
+
+  const p = page(main, 'queue', load, ({ q, list, groups }, body) => {
+    recordOne(q);
+    drawTitle(q);
+    const st = q.stats || {};
+    const r = rates(q.name);
+    const cd = chartData(q.name);
+    fill(body, 
+      h('div', { class: 'cards' },
+        card('tasks', num(st.size)),
+        card('processed / min', rate(r.processed)),
+        card('failed / min', rate(r.failed)),
+        card('processed today', num(st.processed)),
+        card('failed today', num(st.failed)),
+        card('latency', st.pending ? dur(st.latency_ms) : '–'),
+        card('memory', bytes(st.memory_bytes))),
+      h('div', { class: 'charts' },
+        lineChart('Throughput', [
+          { name: 'processed', points: cd.processed, kind: 'ok' },
+          { name: 'failed', points: cd.failed, kind: 'bad' }], { unit: 'tasks/min' }),
+        lineChart('Queue size', [
+          { name: 'all tasks', points: cd.size, kind: 'size' },
+          { name: 'pending', points: cd.pending, kind: 'pending' }])),
+      h('nav', { class: 'tabs', 'aria-label': 'Task states' }, TABS.map((t) =>
+        link(here({ state: t }), [t, ' ', h('span', { class: 'count', text: num(t === 'groups' ? st.groups : st[t]) })],
+          { class: t === tab ? 'tab active' : 'tab', dataset: { tab: t } }))),
+      list ? tasks(q, list, st) : groupList(groups, st));
+  });
+  p.head.append(title, search);
+
+  function drawTitle(q) {
+    title.replaceChildren(h('div', { class: 'view-head' },
+      h('h1', {}, link('/ui/', 'Queues', { class: 'crumb' }), ' / ', q.name),
+      h('div', { class: 'head-badges' }, badge(q.mode, 'mode'), q.paused ? badge('paused') : null),
+      h('div', { class: 'head-actions' }, readOnly ? null : h('button', {
+        type: 'button', class: q.paused ? 'btn btn-primary' : 'btn', id: 'queue-pause',
+        text: q.paused ? 'Resume queue' : 'Pause queue',
+        onclick: async () => { await setPaused(q.name, !q.paused); p.refresh(); },
+      }))));
+  }
+
+  function tasks(q, list, st) {
+    const total = state === 'aggregating' ? undefined : st[state];
+    const tc = TIME_COL[state];
+    const showErr = state === 'retry' || state === 'archived';
+    const bar = h('div', { class: 'bulk-bar' },
+      h('span', { class: 'muted', text: group ? `Group ${group}: aggregating tasks` : `${num(total)} ${state} task${total === 1 ? '' : 's'}` }),
+      group ? link(here({ state: 'groups' }), '← all groups', { class: 'crumb' }) : null,
+      h('span', { class: 'spacer' }),
+      (total === 0 || list.tasks.length === 0) ? null : bulkActionsFor(state).map((action) => h('button', {
+        type: 'button', class: `btn btn-small ${TASK_ACTIONS[action].danger ? 'btn-danger-soft' : ''}`, dataset: { bulk: action },
+        text: `${TASK_ACTIONS[action].label} all`,
+        onclick: async () => { if ((await bulk(q.name, state, action, total, group || undefined)) !== null) p.refresh(); },
+      })));
+    if (list.tasks.length === 0) {
+      return [bar, h('p', { class: 'empty', text: pageNo > 1 ? 'No tasks on this page.' : `No ${state} tasks.` })];
+    }
+    const rows = list.tasks.map((t) => h('tr', { dataset: { task: t.id } },
+      h('td', { class: 'mono' }, link(`${base}/tasks/${encodeURIComponent(t.id)}`, clip(t.id, 28), { title: t.id })),
+      h('td', { text: t.type }),
+      h('td', { class: 'mono preview', text: clip(preview(t), 70) }),
+      h('td', { class: 'num', text: `${t.retried} / ${t.max_retry}` }),
+      tc ? h('td', {}, when(t[tc[1]])) : null,
+      showErr ? h('td', { class: 'error-cell', title: t.last_error || '', text: clip(t.last_error, 60) }) : null,
+      readOnly ? null : h('td', { class: 'actions' }, actionButtons(q.name, t, () => p.refresh()))));
+    const pager = h('div', { class: 'pager' },
+      pageNo > 1 ? link(here({ state: tab, page: pageNo - 1, ...(group ? { group } : {}) }), '← Previous', { class: 'btn btn-small' }) : null,
+      h('span', { class: 'muted', text: `Page ${pageNo}` }),
+      list.next_page ? link(here({ state: tab, page: list.next_page, ...(group ? { group } : {}) }), 'Next →', { class: 'btn btn-small' }) : null);
+    return [bar, table(['ID', 'Type', 'Payload', h('th', { class: 'num', text: 'Retried' }), tc ? tc[0] : null,
+      showErr ? 'Last error' : null, readOnly ? null : h('th', {})], rows, { class: 'tasks', id: 'tasks' }), pager];
+  }
+
+  function groupList(groups, st) {
+    if (!groups || groups.missing) {
+      return [h('p', { class: 'muted', text: `${num(st.groups)} group${st.groups === 1 ? '' : 's'} hold aggregating tasks.` }),
+        waiting('The groups of a queue', 'GET /v1/queues/{queue}/groups')];
+    }
+    const list = Array.isArray(groups) ? groups : groups.groups || [];
+    if (list.length === 0) return h('p', { class: 'empty', text: 'No group holds aggregating tasks.' });
+    const name = (g) => g.group ?? g.name;
+    return table(['Group', h('th', { class: 'num', text: 'Tasks' })], list.map((g) => h('tr', { dataset: { group: name(g) } },
+      h('td', {}, link(here({ state: 'groups', group: name(g) }), name(g))),
+      h('td', { class: 'num', text: num(g.size) }))), { class: 'groups' });
+  }
+  return p;
+}
