@@ -20,8 +20,10 @@
 package ui
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,6 +70,7 @@ type Handler struct {
 	logger   *slog.Logger
 	token    []byte
 	assets   http.Handler
+	etags    map[string]string // asset path → ETag, so browsers revalidate instead of downloading again
 	pages    *template.Template
 	mux      *http.ServeMux
 	// crossOrigin refuses the login and logout forms posted from
@@ -104,12 +107,17 @@ func New(api http.Handler, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ui: pages: %w", err)
 	}
+	etags, err := etagsOf(assets)
+	if err != nil {
+		return nil, fmt.Errorf("ui: assets: %w", err)
+	}
 	h := &Handler{
 		api: api, opts: opts,
 		sessions:    newSessions(opts.Token, opts.SessionTTL, opts.Clock),
 		logger:      opts.Logger.With("component", "htq.ui"),
 		token:       []byte(opts.Token),
 		assets:      http.StripPrefix("/ui/assets/", http.FileServerFS(assets)),
+		etags:       etags,
 		pages:       pages,
 		crossOrigin: http.NewCrossOriginProtection(),
 	}
@@ -144,7 +152,28 @@ func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) asset(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-cache")
+	if tag, ok := h.etags[strings.TrimPrefix(r.URL.Path, "/ui/assets/")]; ok {
+		w.Header().Set("ETag", tag) // the file server answers 304 to a matching If-None-Match
+	}
 	h.assets.ServeHTTP(w, r)
+}
+
+// etagsOf returns a strong ETag for every file of fsys: a hash of its bytes.
+func etagsOf(fsys fs.FS) (map[string]string, error) {
+	out := make(map[string]string)
+	err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		out[path] = `"` + hex.EncodeToString(sum[:12]) + `"`
+		return nil
+	})
+	return out, err
 }
 
 // pageHeaders are sent with every HTML page: nothing but our own files

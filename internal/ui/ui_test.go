@@ -3,10 +3,13 @@ package ui_test
 import (
 	"context"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -75,8 +78,14 @@ func TestLoginAndSession(t *testing.T) {
 			t.Errorf("GET %s: %d, %d bytes", asset, resp.StatusCode, len(body))
 		}
 	}
-	if resp, _ := c.do("GET", "/ui/assets/js/main.js", nil, nil); !strings.Contains(resp.Header.Get("Content-Type"), "javascript") {
+	resp, _ = c.do("GET", "/ui/assets/js/main.js", nil, nil)
+	if !strings.Contains(resp.Header.Get("Content-Type"), "javascript") {
 		t.Errorf("main.js Content-Type %q: browsers refuse a module of another type", resp.Header.Get("Content-Type"))
+	}
+	if tag := resp.Header.Get("ETag"); tag == "" {
+		t.Error("main.js has no ETag")
+	} else if resp, _ := c.do("GET", "/ui/assets/js/main.js", nil, map[string]string{"If-None-Match": tag}); resp.StatusCode != http.StatusNotModified {
+		t.Errorf("main.js with a matching If-None-Match: %d, want 304", resp.StatusCode)
 	}
 
 	// A wrong token is refused, and sets no cookie.
@@ -247,5 +256,27 @@ func TestSessionBoundToToken(t *testing.T) {
 	other := newServer("another-token-0123456789")
 	if resp, _ := other.do("GET", "/v1/queues", nil, map[string]string{"Cookie": cookie, ui.CSRFHeader: csrf}); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("session of the old token: %d, want 401", resp.StatusCode)
+	}
+}
+
+// index.html preloads every module but main.js, so the browser fetches
+// them at once instead of one import level after another.
+func TestEveryModulePreloaded(t *testing.T) {
+	index, err := os.ReadFile("pages/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir("assets/js", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || path == filepath.Join("assets", "js", "main.js") {
+			return err
+		}
+		link := `<link rel="modulepreload" href="/ui/` + filepath.ToSlash(path) + `">`
+		if !strings.Contains(string(index), link) {
+			t.Errorf("pages/index.html lacks %s", link)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
