@@ -14,8 +14,9 @@ test: deps vet
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # What the tests run besides Go: redis-server (the Redis backend), php and
-# python3 (the webhook verification examples of docs/webhooks.md).
-DEPS := redis-server:redis-server php:php-cli python3:python3
+# python3 (the webhook verification examples of docs/webhooks.md), chromium
+# (the dashboard's browser tests, internal/ui).
+DEPS := redis-server:redis-server php:php-cli python3:python3 chromium:chromium
 
 deps:
 	@missing=""; for d in $(DEPS); do command -v $${d%%:*} >/dev/null || missing="$$missing $${d#*:}"; done; \
