@@ -163,7 +163,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("service: API: %w", err)
 	}
-	handler, err = ui.New(handler, ui.Options{Token: s.token, ReadOnly: cfg.UIReadOnly, Logger: cfg.Logger})
+	handler, err = ui.New(handler, ui.Options{Token: s.Token, ReadOnly: cfg.UIReadOnly, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("service: dashboard: %w", err)
 	}

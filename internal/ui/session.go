@@ -25,16 +25,19 @@ const (
 
 // A session is a signed cookie, "v1.<id>.<expiry>.<mac>": no server keeps
 // it, so every htq serve process that shares the API token accepts it,
-// and a restart keeps it. Its key is derived from the API token, so
-// changing the token ends every session. Logging out deletes the cookie
-// and remembers the session as revoked in this process until it expires.
+// and a restart keeps it. Its key is derived from the API token in force,
+// so changing (or rotating) the token ends every session. Logging out
+// deletes the cookie and remembers the session as revoked in this process
+// until it expires.
 type sessions struct {
-	key   []byte
+	token func() string
 	ttl   time.Duration
 	clock clockwork.Clock
 
-	mu      sync.Mutex
-	revoked map[string]time.Time // session id → expiry
+	mu       sync.Mutex
+	keyToken string // the token key was derived from
+	key      []byte
+	revoked  map[string]time.Time // session id → expiry
 }
 
 // session is a valid session read from a request.
@@ -43,15 +46,27 @@ type session struct {
 	expires time.Time
 }
 
-func newSessions(token string, ttl time.Duration, clock clockwork.Clock) *sessions {
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("htq ui session key v1"))
-	return &sessions{key: m.Sum(nil), ttl: ttl, clock: clock, revoked: make(map[string]time.Time)}
+func newSessions(token func() string, ttl time.Duration, clock clockwork.Clock) *sessions {
+	return &sessions{token: token, ttl: ttl, clock: clock, revoked: make(map[string]time.Time)}
+}
+
+// sessionKey returns the key of the token in force, derived again when
+// the token changed.
+func (s *sessions) sessionKey() []byte {
+	tok := s.token()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.key == nil || tok != s.keyToken {
+		m := hmac.New(sha256.New, []byte(tok))
+		m.Write([]byte("htq ui session key v1"))
+		s.key, s.keyToken = m.Sum(nil), tok
+	}
+	return s.key
 }
 
 // mac returns the MAC of the parts under the session key, for one purpose.
 func (s *sessions) mac(purpose string, parts ...string) []byte {
-	m := hmac.New(sha256.New, s.key)
+	m := hmac.New(sha256.New, s.sessionKey())
 	m.Write([]byte(purpose))
 	for _, p := range parts {
 		m.Write([]byte{0})

@@ -44,9 +44,11 @@ const DefaultSessionTTL = 12 * time.Hour
 
 // Options configures the dashboard.
 type Options struct {
-	// Token is the API token: the login page asks for it, and a session
-	// stands for it. Required.
-	Token string
+	// Token returns the API token in force: the login page asks for it,
+	// a session stands for it (API calls made with a session go on with
+	// it), and the sessions' key is derived from it, so a new token ends
+	// every session. Required.
+	Token func() string
 	// ReadOnly hides every action and refuses every session request that
 	// would change something (403 forbidden), server-side.
 	ReadOnly bool
@@ -68,7 +70,6 @@ type Handler struct {
 	opts     Options
 	sessions *sessions
 	logger   *slog.Logger
-	token    []byte
 	assets   http.Handler
 	etags    map[string]string // asset path → ETag, so browsers revalidate instead of downloading again
 	pages    *template.Template
@@ -84,8 +85,8 @@ func New(api http.Handler, opts Options) (*Handler, error) {
 	if api == nil {
 		return nil, errors.New("ui: the API handler is nil")
 	}
-	if opts.Token == "" {
-		return nil, errors.New("ui: Options.Token is empty")
+	if opts.Token == nil {
+		return nil, errors.New("ui: Options.Token is nil")
 	}
 	if opts.SessionTTL < 0 {
 		return nil, fmt.Errorf("ui: Options.SessionTTL %v is negative", opts.SessionTTL)
@@ -115,7 +116,6 @@ func New(api http.Handler, opts Options) (*Handler, error) {
 		api: api, opts: opts,
 		sessions:    newSessions(opts.Token, opts.SessionTTL, opts.Clock),
 		logger:      opts.Logger.With("component", "htq.ui"),
-		token:       []byte(opts.Token),
 		assets:      http.StripPrefix("/ui/assets/", http.FileServerFS(assets)),
 		etags:       etags,
 		pages:       pages,
@@ -224,7 +224,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	next := safeNext(r.PostForm.Get("next"))
 	got := strings.TrimSpace(r.PostForm.Get("token"))
-	if subtle.ConstantTimeCompare([]byte(got), h.token) != 1 {
+	if tok := h.opts.Token(); tok == "" || subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
 		h.logger.Warn("dashboard login refused: wrong token", "remote", r.RemoteAddr)
 		h.render(w, http.StatusUnauthorized, "login.html", loginData{Error: "That is not the API token.", Next: next})
 		return
@@ -309,7 +309,7 @@ func (h *Handler) toAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r2 := r.Clone(r.Context())
-	r2.Header.Set("Authorization", "Bearer "+string(h.token))
+	r2.Header.Set("Authorization", "Bearer "+h.opts.Token())
 	r2.Header.Del(CSRFHeader)
 	h.api.ServeHTTP(w, r2)
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,7 +205,7 @@ func TestSessionExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := clockwork.NewFakeClock()
-	h, err := ui.New(apiHandler, ui.Options{Token: testToken, SessionTTL: time.Hour, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h, err := ui.New(apiHandler, ui.Options{Token: func() string { return testToken }, SessionTTL: time.Hour, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,8 @@ func TestSessionExpires(t *testing.T) {
 	}
 }
 
-// A session made with one token is worth nothing once the token changes.
+// A session made with one token is worth nothing once the token changes
+// (a rotation, or a restart with another --token).
 func TestSessionBoundToToken(t *testing.T) {
 	st, err := htq.Open("mem:")
 	if err != nil {
@@ -239,23 +241,32 @@ func TestSessionBoundToToken(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	newServer := func(token string) *client {
-		apiHandler, err := api.New(api.Options{Storage: st, Token: token, Context: ctx, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := ui.New(apiHandler, ui.Options{Token: token, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return newClient(t, srv.URL)
+	apiHandler, err := api.New(api.Options{Storage: st, Token: testToken, Context: ctx, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
 	}
-	cookie, csrf := newServer(testToken).session()
-	other := newServer("another-token-0123456789")
-	if resp, _ := other.do("GET", "/v1/queues", nil, map[string]string{"Cookie": cookie, ui.CSRFHeader: csrf}); resp.StatusCode != http.StatusUnauthorized {
+	var mu sync.Mutex
+	token := testToken
+	h, err := ui.New(apiHandler, ui.Options{Token: func() string { mu.Lock(); defer mu.Unlock(); return token }, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c := newClient(t, srv.URL)
+	cookie, csrf := c.session()
+	hdr := map[string]string{"Cookie": cookie, ui.CSRFHeader: csrf}
+	if resp, body := c.do("GET", "/v1/queues", nil, hdr); resp.StatusCode != http.StatusOK {
+		t.Fatalf("session: %d %s", resp.StatusCode, body)
+	}
+	mu.Lock()
+	token = "another-token-0123456789"
+	mu.Unlock()
+	if resp, _ := c.do("GET", "/v1/queues", nil, hdr); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("session of the old token: %d, want 401", resp.StatusCode)
+	}
+	if resp, _ := c.login(testToken, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("login with the old token: %d, want 401", resp.StatusCode)
 	}
 }
 
