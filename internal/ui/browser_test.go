@@ -351,6 +351,15 @@ func dashboard(t *testing.T, broker, shots string) {
 	waitFor(t, ctx, "orders on the overview", `!!document.querySelector('#queues tr[data-queue="orders"]')`)
 	waitFor(t, ctx, "a processing rate for orders",
 		`Number(document.querySelector('#queues tr[data-queue="orders"] td[data-col="processed-rate"]').textContent.replace(/,/g, '')) > 0`)
+	// A refresh changes the figures of a row in place: the button under
+	// the pointer stays the same element, so no click is lost.
+	eval[bool](t, ctx, `(window.__pause = document.querySelector('#queues tr[data-queue="orders"] button[data-action="pause"]'),
+		window.__size = document.querySelector('#queues tr[data-queue="orders"] td[data-col="pending"]').textContent,
+		window.__renders = Number(document.body.dataset.renders), true)`)
+	waitFor(t, ctx, "two more refreshes", `Number(document.body.dataset.renders) >= window.__renders + 2`)
+	if !eval[bool](t, ctx, `document.querySelector('#queues tr[data-queue="orders"] button[data-action="pause"]') === window.__pause`) {
+		t.Error("a refresh replaced the pause button of a busy queue's row")
+	}
 	waitFor(t, ctx, "samples for the charts", `Number(document.body.dataset.renders) >= 7`)
 	screenshot(t, ctx, shots, "overview")
 	close(stop)
@@ -377,6 +386,23 @@ func dashboard(t *testing.T, broker, shots string) {
 	if st := c.taskState("reports", f.archivedID); st != "pending" {
 		t.Errorf("the task run from the dashboard is %q, want pending", st)
 	}
+	// A worker takes it; cancel it from the active tab, and the worker
+	// hears of it at its next heartbeat.
+	id, tok := c.lease("reports")
+	step(t, ctx, "cancel the active task",
+		chromedp.Click(chromedp.CSS(`.tabs a[data-tab="active"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#tasks tr[data-task="`+id+`"] button[data-action="cancel"]`)),
+		chromedp.Click(chromedp.CSS(`#tasks tr[data-task="`+id+`"] button[data-action="cancel"]`)))
+	waitFor(t, ctx, "the cancel's toast", `[...document.querySelectorAll('.toast')].some((el) => el.textContent.includes('asked to stop'))`)
+	var beat struct {
+		Canceled bool `json:"canceled"`
+	}
+	c.must(http.StatusOK, "POST", "/v1/queues/reports/tasks/"+id+"/heartbeat", map[string]any{"token": tok}, &beat)
+	if !beat.Canceled {
+		t.Error("the worker's heartbeat does not say canceled after the dashboard's cancel")
+	}
+	c.must(http.StatusOK, "POST", "/v1/queues/reports/tasks/"+id+"/fail", map[string]any{"token": tok, "error": "canceled", "retry_in_s": 3600}, nil)
+
 	step(t, ctx, "the retry tab", chromedp.Click(chromedp.CSS(`.tabs a[data-tab="retry"]`)), chromedp.WaitVisible(chromedp.CSS(`#tasks td.error-cell`)))
 	screenshot(t, ctx, shots, "queue")
 

@@ -7,21 +7,44 @@ import { h } from './dom.js';
 
 /** toast shows a short message in the corner for a few seconds. */
 export function toast(text, kind = 'info') {
+  if (kind === 'error') console.error(text);
   const el = h('div', { class: `toast toast-${kind}`, role: kind === 'error' ? 'alert' : 'status', text });
   document.getElementById('toasts').append(el);
   setTimeout(() => el.remove(), kind === 'error' ? 8000 : 4000);
 }
 
+let settle = null; // resolves the confirmation on screen
+
+// answer closes the dialog and settles its confirmation with ok. The
+// buttons answer at once rather than through the dialog's close event,
+// which comes later and could settle the next confirmation.
+function answer(ok) {
+  const dlg = document.getElementById('confirm');
+  const s = settle;
+  settle = null;
+  if (dlg.open) dlg.close();
+  s?.(ok);
+}
+
+function setUpDialog() {
+  const dlg = document.getElementById('confirm');
+  if (dlg.dataset.ready) return;
+  dlg.dataset.ready = 'yes';
+  document.getElementById('confirm-ok').addEventListener('click', (ev) => { ev.preventDefault(); answer(true); });
+  document.getElementById('confirm-cancel').addEventListener('click', (ev) => { ev.preventDefault(); answer(false); });
+  dlg.addEventListener('cancel', (ev) => { ev.preventDefault(); answer(false); }); // Escape
+}
+
 /** confirm asks in a dialog and resolves to true when confirmed. */
 export function confirm(title, text, okLabel = 'Confirm') {
-  const dlg = document.getElementById('confirm');
+  setUpDialog();
+  answer(false); // a confirmation still on screen is a no
   document.getElementById('confirm-title').textContent = title;
   document.getElementById('confirm-text').textContent = text;
   document.getElementById('confirm-ok').textContent = okLabel;
   return new Promise((resolve) => {
-    dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true });
-    dlg.returnValue = '';
-    dlg.showModal();
+    settle = resolve;
+    document.getElementById('confirm').showModal();
     document.getElementById('confirm-cancel').focus();
   });
 }

@@ -3,8 +3,8 @@
 // of a state, and on the queue.
 
 import { call, paths, missing, readOnly, APIError } from '../api.js';
-import { h, fill, num, rate, dur, bytes, badge, link, card, when, clip } from '../dom.js';
-import { page, table, waiting } from '../page.js';
+import { h, num, rate, dur, bytes, badge, link, card, when, clip } from '../dom.js';
+import { page, table, waiting, part, rows } from '../page.js';
 import { recordOne, rates, chartData } from '../series.js';
 import { lineChart } from '../chart.js';
 import { setPaused, actionButtons, bulk, bulkActionsFor, TASK_ACTIONS, toast } from '../actions.js';
@@ -32,7 +32,6 @@ export function mount(main, { queue }) {
   const base = `/ui/queues/${encodeURIComponent(queue)}`;
   const here = (params) => `${base}?${new URLSearchParams(params)}`;
 
-  const title = h('div');
   const search = h('form', { class: 'search', onsubmit: find },
     h('input', { type: 'search', name: 'id', placeholder: 'Find a task by ID', 'aria-label': 'Task ID', spellcheck: 'false' }),
     h('button', { type: 'submit', class: 'btn', text: 'Find' }));
@@ -58,76 +57,96 @@ export function mount(main, { queue }) {
     return { q, list, groups };
   }
 
-  const p = page(main, 'queue', load, ({ q, list, groups }, body) => {
-    recordOne(q);
-    drawTitle(q);
-    const st = q.stats || {};
-    const r = rates(q.name);
-    const cd = chartData(q.name);
-    fill(body, 
-      h('div', { class: 'cards' },
-        card('tasks', num(st.size)),
-        card('processed / min', rate(r.processed)),
-        card('failed / min', rate(r.failed)),
-        card('processed today', num(st.processed)),
-        card('failed today', num(st.failed)),
-        card('latency', st.pending ? dur(st.latency_ms) : '–'),
-        card('memory', bytes(st.memory_bytes))),
-      h('div', { class: 'charts' },
-        lineChart('Throughput', [
-          { name: 'processed', points: cd.processed, kind: 'ok' },
-          { name: 'failed', points: cd.failed, kind: 'bad' }], { unit: 'tasks/min' }),
-        lineChart('Queue size', [
-          { name: 'all tasks', points: cd.size, kind: 'size' },
-          { name: 'pending', points: cd.pending, kind: 'pending' }])),
-      h('nav', { class: 'tabs', 'aria-label': 'Task states' }, TABS.map((t) =>
-        link(here({ state: t }), [t, ' ', h('span', { class: 'count', text: num(t === 'groups' ? st.groups : st[t]) })],
-          { class: t === tab ? 'tab active' : 'tab', dataset: { tab: t } }))),
-      list ? tasks(q, list, st) : groupList(groups, st));
-  });
-  p.head.append(title, search);
+  const titlePart = part();
+  const cards = part('div', { class: 'cards' });
+  const charts = h('div', { class: 'charts' });
+  const tabs = part('nav', { class: 'tabs', 'aria-label': 'Task states' });
+  const bar = part('div', { class: 'bulk-bar' });
+  const empty = part();
+  const tc = TIME_COL[state];
+  const showErr = state === 'retry' || state === 'archived';
+  const list = table(['ID', 'Type', 'Payload', h('th', { class: 'num', text: 'Retried' }), tc ? tc[0] : null,
+    showErr ? 'Last error' : null, readOnly ? null : h('th', {})], [], { class: 'tasks', id: 'tasks' });
+  const pager = part('div', { class: 'pager' });
+  const groupPart = part();
 
-  function drawTitle(q) {
-    title.replaceChildren(h('div', { class: 'view-head' },
+  const p = page(main, 'queue', load, ({ q, list: tasks, groups }, body) => {
+    recordOne(q);
+    if (!body.firstChild) body.append(cards, charts, tabs, ...(state ? [bar, empty, list, pager] : [groupPart]));
+    const st = q.stats || {};
+    titlePart.update([q.name, q.mode, q.paused], () => title(q));
+    const r = rates(q.name);
+    cards.update([st.size, r, st.processed, st.failed, st.pending ? dur(st.latency_ms) : '', st.memory_bytes], () => [
+      card('tasks', num(st.size)),
+      card('processed / min', rate(r.processed)),
+      card('failed / min', rate(r.failed)),
+      card('processed today', num(st.processed)),
+      card('failed today', num(st.failed)),
+      card('latency', st.pending ? dur(st.latency_ms) : '–'),
+      card('memory', bytes(st.memory_bytes))]);
+    const cd = chartData(q.name);
+    charts.replaceChildren(
+      lineChart('Throughput', [
+        { name: 'processed', points: cd.processed, kind: 'ok' },
+        { name: 'failed', points: cd.failed, kind: 'bad' }], { unit: 'tasks/min' }),
+      lineChart('Queue size', [
+        { name: 'all tasks', points: cd.size, kind: 'size' },
+        { name: 'pending', points: cd.pending, kind: 'pending' }]));
+    const counts = TABS.map((t) => (t === 'groups' ? st.groups : st[t]));
+    tabs.update(counts, () => TABS.map((t, i) =>
+      link(here({ state: t }), [t, ' ', h('span', { class: 'count', text: num(counts[i]) })],
+        { class: t === tab ? 'tab active' : 'tab', dataset: { tab: t } })));
+    if (state) drawTasks(q, tasks, st);
+    else groupPart.update(groups, () => groupList(groups, st));
+  });
+  p.head.append(titlePart, search);
+
+  function title(q) {
+    return h('div', { class: 'view-head' },
       h('h1', {}, link('/ui/', 'Queues', { class: 'crumb' }), ' / ', q.name),
       h('div', { class: 'head-badges' }, badge(q.mode, 'mode'), q.paused ? badge('paused') : null),
       h('div', { class: 'head-actions' }, readOnly ? null : h('button', {
         type: 'button', class: q.paused ? 'btn btn-primary' : 'btn', id: 'queue-pause',
         text: q.paused ? 'Resume queue' : 'Pause queue',
         onclick: async () => { await setPaused(q.name, !q.paused); p.refresh(); },
-      }))));
+      })));
   }
 
-  function tasks(q, list, st) {
+  function drawTasks(q, tasks, st) {
     const total = state === 'aggregating' ? undefined : st[state];
-    const tc = TIME_COL[state];
-    const showErr = state === 'retry' || state === 'archived';
-    const bar = h('div', { class: 'bulk-bar' },
+    const some = total !== 0 && tasks.tasks.length > 0;
+    bar.update([total, some], () => [
       h('span', { class: 'muted', text: group ? `Group ${group}: aggregating tasks` : `${num(total)} ${state} task${total === 1 ? '' : 's'}` }),
       group ? link(here({ state: 'groups' }), '← all groups', { class: 'crumb' }) : null,
       h('span', { class: 'spacer' }),
-      (total === 0 || list.tasks.length === 0) ? null : bulkActionsFor(state).map((action) => h('button', {
+      some ? bulkActionsFor(state).map((action) => h('button', {
         type: 'button', class: `btn btn-small ${TASK_ACTIONS[action].danger ? 'btn-danger-soft' : ''}`, dataset: { bulk: action },
         text: `${TASK_ACTIONS[action].label} all`,
         onclick: async () => { if ((await bulk(q.name, state, action, total, group || undefined)) !== null) p.refresh(); },
-      })));
-    if (list.tasks.length === 0) {
-      return [bar, h('p', { class: 'empty', text: pageNo > 1 ? 'No tasks on this page.' : `No ${state} tasks.` })];
-    }
-    const rows = list.tasks.map((t) => h('tr', { dataset: { task: t.id } },
+      })) : null]);
+    empty.update(tasks.tasks.length === 0, () => (tasks.tasks.length === 0
+      ? h('p', { class: 'empty', text: pageNo > 1 ? 'No tasks on this page.' : `No ${state} tasks.` }) : null));
+    list.hidden = tasks.tasks.length === 0;
+    rows(list.tbody, tasks.tasks, (t) => t.id, (t) => [t.state, t.type, t.retried, t.last_error, preview(t)], (t) => taskRow(q, t));
+    pager.update([pageNo, tasks.next_page, tasks.tasks.length], () => (tasks.tasks.length === 0 && pageNo === 1 ? null : [
+      pageNo > 1 ? link(here({ state: tab, page: pageNo - 1, ...(group ? { group } : {}) }), '← Previous', { class: 'btn btn-small' }) : null,
+      h('span', { class: 'muted', text: `Page ${pageNo}` }),
+      tasks.next_page ? link(here({ state: tab, page: tasks.next_page, ...(group ? { group } : {}) }), 'Next →', { class: 'btn btn-small' }) : null]));
+  }
+
+  // taskRow builds a task's row; its set(t) keeps the time column current.
+  function taskRow(q, t) {
+    const time = tc ? h('td', {}) : null;
+    const tr = h('tr', { dataset: { task: t.id } },
       h('td', { class: 'mono' }, link(`${base}/tasks/${encodeURIComponent(t.id)}`, clip(t.id, 28), { title: t.id })),
       h('td', { text: t.type }),
       h('td', { class: 'mono preview', text: clip(preview(t), 70) }),
       h('td', { class: 'num', text: `${t.retried} / ${t.max_retry}` }),
-      tc ? h('td', {}, when(t[tc[1]])) : null,
+      time,
       showErr ? h('td', { class: 'error-cell', title: t.last_error || '', text: clip(t.last_error, 60) }) : null,
-      readOnly ? null : h('td', { class: 'actions' }, actionButtons(q.name, t, () => p.refresh()))));
-    const pager = h('div', { class: 'pager' },
-      pageNo > 1 ? link(here({ state: tab, page: pageNo - 1, ...(group ? { group } : {}) }), '← Previous', { class: 'btn btn-small' }) : null,
-      h('span', { class: 'muted', text: `Page ${pageNo}` }),
-      list.next_page ? link(here({ state: tab, page: list.next_page, ...(group ? { group } : {}) }), 'Next →', { class: 'btn btn-small' }) : null);
-    return [bar, table(['ID', 'Type', 'Payload', h('th', { class: 'num', text: 'Retried' }), tc ? tc[0] : null,
-      showErr ? 'Last error' : null, readOnly ? null : h('th', {})], rows, { class: 'tasks', id: 'tasks' }), pager];
+      readOnly ? null : h('td', { class: 'actions' }, actionButtons(q.name, t, () => p.refresh())));
+    if (time) tr.set = (cur) => time.replaceChildren(when(cur[tc[1]]));
+    return tr;
   }
 
   function groupList(groups, st) {

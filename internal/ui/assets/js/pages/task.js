@@ -3,8 +3,8 @@
 // status, and the actions its state allows.
 
 import { call, paths, APIError } from '../api.js';
-import { h, fill, num, dur, badge, link, when, clip } from '../dom.js';
-import { page, table } from '../page.js';
+import { h, num, dur, badge, link, when, clip } from '../dom.js';
+import { page, table, part, clockTick } from '../page.js';
 import { actionButtons } from '../actions.js';
 
 const URL_TYPE = 'htq:url';
@@ -71,61 +71,69 @@ function lastStatus(t) {
 
 export function mount(main, { queue, id }) {
   const qbase = `/ui/queues/${encodeURIComponent(queue)}`;
-  let shown = '';
   const load = () => call('GET', paths.task(queue, id)).catch((err) => {
     if (err instanceof APIError && err.status === 404) return { gone: true, message: err.message };
     throw err;
   });
+  // Each part is rebuilt only when what it shows changed: the buttons stay
+  // under the pointer, and the payload keeps the view the user picked.
+  const headPart = part();
+  const details = part('div', { class: 'grid-2' });
+  const error = part();
+  const payload = part();
+  const result = part();
   const p = page(main, 'task', load, (t, body) => {
-    const head = h('div', { class: 'view-head' },
+    if (!body.firstChild) body.append(headPart, details, error, payload, result);
+    headPart.update([t.gone, t.state], () => h('div', { class: 'view-head' },
       h('h1', {}, link('/ui/', 'Queues', { class: 'crumb' }), ' / ', link(qbase, queue, { class: 'crumb' }), ' / ', h('span', { class: 'mono', text: id })),
       h('div', { class: 'head-badges' }, t.gone ? null : badge(t.state)),
-      h('div', { class: 'head-actions' }, t.gone ? null : actionButtons(queue, t, () => p.refresh(), false)));
+      h('div', { class: 'head-actions' }, t.gone ? null : actionButtons(queue, t, () => p.refresh(), false))));
     if (t.gone) {
-      fill(body, head, h('p', { class: 'empty', text: 'This task no longer exists: it was deleted, or it completed without retention.' }));
+      details.update('gone', () => h('p', { class: 'empty', text: 'This task no longer exists: it was deleted, or it completed without retention.' }));
+      for (const part of [error, payload, result]) part.update(null, () => null);
       return;
     }
-    // The payload and result do not change once shown; keep the view the
-    // user picked while the rest refreshes.
-    const key = JSON.stringify([t.state, t.retried, t.result, t.result_base64, t.last_error]);
-    if (key === shown && body.firstChild) {
-      body.firstChild.replaceWith(head);
-      return;
-    }
-    shown = key;
-    const isURL = t.type === URL_TYPE && t.payload;
-    const rows = [
-      ['State', badge(t.state)],
-      ['Type', h('span', { class: 'mono', text: t.type })],
-      ['Retries', `${t.retried} of ${t.max_retry}`],
-      t.group ? ['Group', t.group] : null,
-      t.next_process_at ? ['Next run', when(t.next_process_at)] : null,
-      t.last_failed_at ? ['Last failed', when(t.last_failed_at)] : null,
-      t.completed_at ? ['Completed', when(t.completed_at)] : null,
-      t.timeout_ms ? ['Timeout', dur(t.timeout_ms)] : null,
-      t.deadline ? ['Deadline', when(t.deadline)] : null,
-      t.retention_ms ? ['Retention', dur(t.retention_ms)] : null,
-      t.is_orphaned ? ['Orphaned', 'yes: its worker stopped heartbeating; it will be recovered'] : null,
-    ].filter(Boolean);
-    const status = isURL ? lastStatus(t) : null;
-    fill(body, 
-      head,
-      h('div', { class: 'grid-2' },
-        h('div', { class: 'panel' }, h('h2', { text: 'Task' }), table([], rows.map(([k, v]) => h('tr', {}, h('th', { text: k }), h('td', {}, v))), { class: 'kv' })),
-        isURL ? h('div', { class: 'panel', id: 'url-target' }, h('h2', { text: 'URL task' }), table([], [
-          h('tr', {}, h('th', { text: 'Target' }), h('td', { class: 'mono' }, h('b', { text: t.payload.method || 'POST' }), ' ', t.payload.url)),
-          h('tr', {}, h('th', { text: 'Last response' }), h('td', { id: 'last-status' },
-            status ? badge(String(status), status < 300 ? 'ok' : status < 500 ? 'warn' : 'bad') : h('span', { class: 'muted', text: 'none yet' }),
-            t.result?.duration_ms ? ` in ${dur(t.result.duration_ms)}` : '')),
-          Object.keys(t.payload.headers || {}).length ? h('tr', {}, h('th', { text: 'Headers' }), h('td', { class: 'mono' },
-            Object.entries(t.payload.headers).map(([k, v]) => h('div', { text: `${k}: ${v}` })))) : null,
-          t.payload.body || t.payload.body_base64 ? h('tr', {}, h('th', { text: 'Body' }), h('td', { class: 'mono', text: clip(t.payload.body, 120) || `${atob(t.payload.body_base64).length} bytes of binary` })) : null,
-          t.payload.timeout_ms ? h('tr', {}, h('th', { text: 'Timeout' }), h('td', { text: dur(t.payload.timeout_ms) })) : null,
-          t.payload.variable ? h('tr', {}, h('th', { text: 'Repeats' }), h('td', { text: `every ${dur((t.payload.variable.interval_s || 0) * 1000)} (variable queue)` })) : null,
-        ], { class: 'kv' })) : null),
-      t.last_error ? h('div', { class: 'panel panel-error' }, h('h2', { text: 'Last error' }), h('pre', { class: 'code', id: 'last-error', text: t.last_error })) : null,
-      h('div', { class: 'panel' }, h('h2', { text: 'Payload' }), viewer('payload', t.payload, t.payload_base64)),
-      (t.result !== undefined || t.result_base64) ? h('div', { class: 'panel' }, h('h2', { text: 'Result' }), viewer('result', t.result, t.result_base64)) : null);
+    details.update([t, clockTick()], () => detailPanels(t));
+    error.update(t.last_error || '', () => (t.last_error
+      ? h('div', { class: 'panel panel-error' }, h('h2', { text: 'Last error' }), h('pre', { class: 'code', id: 'last-error', text: t.last_error })) : null));
+    payload.update([t.payload, t.payload_base64], () => h('div', { class: 'panel' }, h('h2', { text: 'Payload' }), viewer('payload', t.payload, t.payload_base64)));
+    result.update([t.result, t.result_base64], () => ((t.result !== undefined || t.result_base64)
+      ? h('div', { class: 'panel' }, h('h2', { text: 'Result' }), viewer('result', t.result, t.result_base64)) : null));
   });
   return p;
+}
+
+// detailPanels shows a task's fields and, for a URL task, its request and
+// the status of its last answer.
+function detailPanels(t) {
+  const isURL = t.type === URL_TYPE && t.payload;
+  const fields = [
+    ['State', badge(t.state)],
+    ['Type', h('span', { class: 'mono', text: t.type })],
+    ['Retries', `${t.retried} of ${t.max_retry}`],
+    t.group ? ['Group', t.group] : null,
+    t.next_process_at ? ['Next run', when(t.next_process_at)] : null,
+    t.last_failed_at ? ['Last failed', when(t.last_failed_at)] : null,
+    t.completed_at ? ['Completed', when(t.completed_at)] : null,
+    t.timeout_ms ? ['Timeout', dur(t.timeout_ms)] : null,
+    t.deadline ? ['Deadline', when(t.deadline)] : null,
+    t.retention_ms ? ['Retention', dur(t.retention_ms)] : null,
+    t.is_orphaned ? ['Orphaned', 'yes: its worker stopped heartbeating; it will be recovered'] : null,
+  ].filter(Boolean);
+  const kv = (k, v, props = {}) => h('tr', {}, h('th', { text: k }), h('td', props, v));
+  const status = isURL ? lastStatus(t) : null;
+  const u = t.payload;
+  return [
+    h('div', { class: 'panel' }, h('h2', { text: 'Task' }), table([], fields.map(([k, v]) => kv(k, v)), { class: 'kv' })),
+    isURL ? h('div', { class: 'panel', id: 'url-target' }, h('h2', { text: 'URL task' }), table([], [
+      kv('Target', [h('b', { text: u.method || 'POST' }), ' ', u.url], { class: 'mono' }),
+      kv('Last response', [
+        status ? badge(String(status), status < 300 ? 'ok' : status < 500 ? 'warn' : 'bad') : h('span', { class: 'muted', text: 'none yet' }),
+        t.result?.duration_ms ? ` in ${dur(t.result.duration_ms)}` : ''], { id: 'last-status' }),
+      Object.keys(u.headers || {}).length ? kv('Headers', Object.entries(u.headers).map(([k, v]) => h('div', { text: `${k}: ${v}` })), { class: 'mono' }) : null,
+      u.body || u.body_base64 ? kv('Body', clip(u.body, 120) || `${atob(u.body_base64).length} bytes of binary`, { class: 'mono' }) : null,
+      u.timeout_ms ? kv('Timeout', dur(u.timeout_ms)) : null,
+      u.variable ? kv('Repeats', `every ${dur((u.variable.interval_s || 0) * 1000)} (variable queue)`) : null,
+    ], { class: 'kv' })) : null,
+  ];
 }
