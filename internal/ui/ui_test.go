@@ -193,25 +193,8 @@ func TestReadOnly(t *testing.T) {
 
 // A session ends at its expiry.
 func TestSessionExpires(t *testing.T) {
-	st, err := htq.Open("mem:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	apiHandler, err := api.New(api.Options{Storage: st, Token: testToken, Context: ctx, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := clockwork.NewFakeClock()
-	h, err := ui.New(apiHandler, ui.Options{Token: func() string { return testToken }, SessionTTL: time.Hour, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	c := newClient(t, srv.URL)
+	c := newDashboard(t, ui.Options{Token: func() string { return testToken }, SessionTTL: time.Hour, Clock: clock})
 	cookie, csrf := c.session()
 	hdr := map[string]string{"Cookie": cookie, ui.CSRFHeader: csrf}
 	if resp, body := c.do("GET", "/v1/queues", nil, hdr); resp.StatusCode != http.StatusOK {
@@ -233,27 +216,9 @@ func TestSessionExpires(t *testing.T) {
 // A session made with one token is worth nothing once the token changes
 // (a rotation, or a restart with another --token).
 func TestSessionBoundToToken(t *testing.T) {
-	st, err := htq.Open("mem:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	apiHandler, err := api.New(api.Options{Storage: st, Token: testToken, Context: ctx, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	token := testToken
-	h, err := ui.New(apiHandler, ui.Options{Token: func() string { mu.Lock(); defer mu.Unlock(); return token }, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	c := newClient(t, srv.URL)
+	c := newDashboard(t, ui.Options{Token: func() string { mu.Lock(); defer mu.Unlock(); return token }})
 	cookie, csrf := c.session()
 	hdr := map[string]string{"Cookie": cookie, ui.CSRFHeader: csrf}
 	if resp, body := c.do("GET", "/v1/queues", nil, hdr); resp.StatusCode != http.StatusOK {
@@ -268,6 +233,33 @@ func TestSessionBoundToToken(t *testing.T) {
 	if resp, _ := c.login(testToken, nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("login with the old token: %d, want 401", resp.StatusCode)
 	}
+}
+
+// newDashboard serves the dashboard made with opts in front of the API
+// (token testToken) over an in-memory store, for tests that need a knob
+// htq serve does not offer (a fake clock, a token that changes).
+func newDashboard(t *testing.T, opts ui.Options) *client {
+	t.Helper()
+	st, err := htq.Open("mem:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	apiHandler, err := api.New(api.Options{Storage: st, Token: testToken, Context: ctx, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Logger = quiet
+	h, err := ui.New(apiHandler, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return newClient(t, srv.URL)
 }
 
 // index.html preloads every module but main.js, so the browser fetches

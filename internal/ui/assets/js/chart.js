@@ -59,3 +59,13 @@ export function lineChart(title, series, { unit = '' } = {}) {
     s('text', { class: 'axis', x: W - PAD.r, y: H - 4, 'text-anchor': 'end', text: clock(t1) })));
   return box;
 }
+
+/** queueCharts draws the throughput and the size of chartData's series (series.js). */
+export const queueCharts = (cd) => [
+  lineChart('Throughput', [
+    { name: 'processed', points: cd.processed, kind: 'ok' },
+    { name: 'failed', points: cd.failed, kind: 'bad' }], { unit: 'tasks/min' }),
+  lineChart('Queue size', [
+    { name: 'all tasks', points: cd.size, kind: 'size' },
+    { name: 'pending', points: cd.pending, kind: 'pending' }]),
+];

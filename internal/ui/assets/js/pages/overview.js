@@ -5,7 +5,7 @@ import { call, paths, readOnly } from '../api.js';
 import { h, num, rate, dur, badge, link, card } from '../dom.js';
 import { page, header, table, part, rows } from '../page.js';
 import { record, rates, chartData } from '../series.js';
-import { lineChart } from '../chart.js';
+import { queueCharts } from '../chart.js';
 import { setPaused } from '../actions.js';
 
 const STATES = ['active', 'pending', 'scheduled', 'retry', 'archived', 'completed'];
@@ -46,13 +46,7 @@ export function mount(main) {
       card('processed / min', rate(r.processed), { id: 'total-processed-rate' }),
       card('failed / min', rate(r.failed))]);
     const cd = chartData();
-    charts.replaceChildren(
-      lineChart('Throughput', [
-        { name: 'processed', points: cd.processed, kind: 'ok' },
-        { name: 'failed', points: cd.failed, kind: 'bad' }], { unit: 'tasks/min' }),
-      lineChart('Queue size', [
-        { name: 'all tasks', points: cd.size, kind: 'size' },
-        { name: 'pending', points: cd.pending, kind: 'pending' }]));
+    charts.replaceChildren(...queueCharts(cd));
     const shown = filter ? queues.filter((q) => q.name.toLowerCase().includes(filter)) : queues;
     empty.update([queues.length === 0, shown.length === 0], () =>
       queues.length === 0 ? h('p', { class: 'empty', text: 'No queues yet. Enqueue a task or create a queue through the API.' })

@@ -6,7 +6,7 @@ import { call, paths, missing, readOnly, APIError } from '../api.js';
 import { h, num, rate, dur, bytes, badge, link, card, when, clip } from '../dom.js';
 import { page, table, waiting, part, rows } from '../page.js';
 import { recordOne, rates, chartData } from '../series.js';
-import { lineChart } from '../chart.js';
+import { queueCharts } from '../chart.js';
 import { setPaused, actionButtons, bulk, bulkActionsFor, TASK_ACTIONS, toast } from '../actions.js';
 import { navigate } from '../nav.js';
 import { preview } from './task.js';
@@ -85,13 +85,7 @@ export function mount(main, { queue }) {
       card('latency', st.pending ? dur(st.latency_ms) : '–'),
       card('memory', bytes(st.memory_bytes))]);
     const cd = chartData(q.name);
-    charts.replaceChildren(
-      lineChart('Throughput', [
-        { name: 'processed', points: cd.processed, kind: 'ok' },
-        { name: 'failed', points: cd.failed, kind: 'bad' }], { unit: 'tasks/min' }),
-      lineChart('Queue size', [
-        { name: 'all tasks', points: cd.size, kind: 'size' },
-        { name: 'pending', points: cd.pending, kind: 'pending' }]));
+    charts.replaceChildren(...queueCharts(cd));
     const counts = TABS.map((t) => (t === 'groups' ? st.groups : st[t]));
     tabs.update(counts, () => TABS.map((t, i) =>
       link(here({ state: t }), [t, ' ', h('span', { class: 'count', text: num(counts[i]) })],
