@@ -198,6 +198,10 @@ func seed(t *testing.T, c *client) fixture {
 		time.Sleep(20 * time.Millisecond)
 	}
 
+	for i, user := range []string{"user-42", "user-42", "user-7"} {
+		c.enqueue("digests", map[string]any{"type": "digest:add", "payload": map[string]any{"item": i}, "options": map[string]any{"group": user}})
+	}
+
 	c.must(http.StatusCreated, "POST", "/v1/schedules", map[string]any{"cron": "0 6 * * *", "queue": "reports", "task": map[string]any{"type": "report:daily", "payload": map[string]any{"kind": "sales"}}}, nil)
 	c.must(http.StatusCreated, "POST", "/v1/schedules", map[string]any{"cron": "@every 15m", "queue": "emails", "task": map[string]any{"type": "email:digest", "payload": map[string]any{}}}, nil)
 	return f
@@ -319,8 +323,8 @@ func dashboard(t *testing.T, broker, shots string) {
 			t.Errorf("overview: %s %s = %q, want %s", q, col, got, want)
 		}
 	}
-	if n := eval[int](t, ctx, `document.querySelectorAll('#queues tbody tr').length`); n != 4 {
-		t.Errorf("overview shows %d queues, want 4", n)
+	if n := eval[int](t, ctx, `document.querySelectorAll('#queues tbody tr').length`); n != 5 {
+		t.Errorf("overview shows %d queues, want 5", n)
 	}
 	// A busy queue from now on, for the rates and the charts.
 	stop, worked := make(chan struct{}), make(chan error, 1)
@@ -426,6 +430,21 @@ func dashboard(t *testing.T, broker, shots string) {
 	step(t, ctx, "show the payload in hex", chromedp.Click(chromedp.CSS(`.viewer:has(#payload-view) button[data-view="Hex"]`)))
 	if got := eval[string](t, ctx, `document.querySelector('#payload-view').textContent.slice(0, 8)`); got != "00000000" {
 		t.Errorf("hex view starts %q", got)
+	}
+
+	// The groups of a queue, and the tasks of one; or, while the API has no
+	// groups route, the notice that says so.
+	step(t, ctx, "the groups tab", chromedp.Navigate(base+"/ui/queues/digests?state=groups"), chromedp.WaitVisible(chromedp.CSS(`table.groups, .notice`)))
+	if resp, _ := c.do("GET", "/v1/queues/digests/groups", nil, bearer); resp.StatusCode == http.StatusOK {
+		if got := eval[string](t, ctx, `document.querySelector('table.groups tr[data-group="user-42"] td.num')?.textContent ?? ''`); got != "2" {
+			t.Errorf("group user-42 shows %q tasks, want 2", got)
+		}
+		step(t, ctx, "a group's tasks", chromedp.Click(chromedp.CSS(`table.groups tr[data-group="user-42"] a`)), chromedp.WaitVisible(chromedp.CSS(`#tasks tbody tr`)))
+		if n := eval[int](t, ctx, `document.querySelectorAll('#tasks tbody tr').length`); n != 2 {
+			t.Errorf("group user-42 lists %d tasks, want 2", n)
+		}
+	} else if got := eval[string](t, ctx, `document.querySelector('.notice code').textContent`); got != "GET /v1/queues/{queue}/groups" {
+		t.Errorf("without the groups route the notice names %q", got)
 	}
 
 	// Every pending task of a state, after a confirmation: archive them all.

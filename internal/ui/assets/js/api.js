@@ -45,6 +45,9 @@ export async function call(method, path, body) {
   return data;
 }
 
+/** optional calls GET path and answers null when the server has no such route (yet). */
+export const optional = (path) => call('GET', path).catch((err) => (missing(err) ? null : Promise.reject(err)));
+
 /**
  * missing tells whether err says the route does not exist (yet): the API
  * answers 404 not_found "no such route" for it, which no existing route
@@ -65,6 +68,8 @@ export const paths = {
   taskAction: (name, id, action) => `/v1/queues/${q(name)}/tasks/${q(id)}/${action}`,
   bulk: (name) => `/v1/queues/${q(name)}/bulk`,
   groups: (name) => `/v1/queues/${q(name)}/groups`,
+  series: (name) => `/v1/queues/${q(name)}/series?minutes=60`,
+  history: (name, days) => `/v1/queues/${q(name)}/history?days=${days}`,
   servers: () => '/v1/servers',
   schedules: () => '/v1/schedules',
   events: () => '/v1/events',

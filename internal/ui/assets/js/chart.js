@@ -69,3 +69,36 @@ export const queueCharts = (cd) => [
     { name: 'all tasks', points: cd.size, kind: 'size' },
     { name: 'pending', points: cd.pending, kind: 'pending' }]),
 ];
+
+/**
+ * barChart draws the processed and failed attempts of each day
+ * ([{date, processed, failed}], newest first, as GET
+ * /v1/queues/{q}/history answers), oldest on the left.
+ */
+export function barChart(title, days) {
+  const list = [...days].reverse();
+  const max = niceMax(Math.max(...list.map((d) => d.processed || 0)));
+  const slot = (W - PAD.l - PAD.r) / list.length;
+  const y = (v) => H - PAD.b - (v / max) * (H - PAD.t - PAD.b);
+  const sum = (k) => list.reduce((n, d) => n + (d[k] || 0), 0);
+  return h('figure', { class: 'chart', id: 'history-chart' },
+    h('figcaption', {},
+      h('span', { class: 'chart-title', text: title }),
+      h('span', { class: 'chart-unit', text: 'attempts per day' }),
+      h('span', { class: 'chart-legend' },
+        h('span', { class: 'legend legend-ok' }, h('i', {}), 'processed ', h('b', { text: num(sum('processed')) })),
+        h('span', { class: 'legend legend-bad' }, h('i', {}), 'failed ', h('b', { text: num(sum('failed')) })))),
+    s('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart-svg', role: 'img', 'aria-label': title },
+      [0, 0.5, 1].map((f) => [
+        s('line', { class: 'grid', x1: PAD.l, x2: W - PAD.r, y1: y(max * f), y2: y(max * f) }),
+        s('text', { class: 'axis', x: PAD.l - 6, y: y(max * f) + 4, 'text-anchor': 'end', text: num(max * f) })]),
+      list.map((d, i) => {
+        const x = PAD.l + i * slot + slot * 0.15;
+        const w = slot * 0.7;
+        return [
+          s('rect', { class: 'bar bar-ok', x, width: w, y: y(d.processed || 0), height: y(0) - y(d.processed || 0) }, s('title', { text: `${d.date}: ${num(d.processed)} processed, ${num(d.failed)} failed` })),
+          s('rect', { class: 'bar bar-bad', x, width: w, y: y(d.failed || 0), height: y(0) - y(d.failed || 0) }),
+          i % Math.ceil(list.length / 7) === 0 ? s('text', { class: 'axis', x: x + w / 2, y: H - 4, 'text-anchor': 'middle', text: d.date.slice(5) }) : null,
+        ];
+      })));
+}

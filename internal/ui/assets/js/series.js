@@ -1,9 +1,9 @@
 // Figures over time, sampled by the page from the queue snapshots it
 // reads (GET /v1/queues): each queue's size and its processed and failed
 // totals. Rates per minute and the charts come from these samples, so
-// they cover the time since the dashboard was opened. (A per-minute
-// series kept by the server, once the API has one, would fill the charts
-// from further back: see docs/ui.md.)
+// they cover the time since the dashboard was opened; a queue's charts
+// reach further back with the per-minute series the server keeps
+// (GET /v1/queues/{q}/series), where it has one.
 
 const KEEP = 600; // samples kept per queue: 20 min at one every 2 s
 const MIN_GAP = 1000; // ms between two kept samples
@@ -60,11 +60,24 @@ export function rates(name = TOTAL) {
 /**
  * chartData returns the series of a queue (or of all queues) for the
  * charts: throughput (processed and failed per minute, between samples)
- * and size (all tasks, pending).
+ * and size (all tasks, pending). server, when given, is the queue's
+ * per-minute series (GET /v1/queues/{q}/series): its whole minutes before
+ * the page's first sample come first.
  */
-export function chartData(name = TOTAL) {
+export function chartData(name = TOTAL, server = null) {
   const list = samples.get(name) || [];
   const processed = [], failed = [], size = [], pending = [];
+  const first = list.length ? list[0].t : Date.now();
+  for (const pt of server?.points || []) {
+    const t = Date.parse(pt.time);
+    if (!(t + 60e3 <= first)) continue; // the page's samples cover it
+    const end = t + 60e3; // a minute's counts are known at its end
+    const total = ['pending', 'active', 'scheduled', 'retry', 'archived', 'completed', 'aggregating'].reduce((n, k) => n + (pt[k] || 0), 0);
+    processed.push([end, pt.processed || 0]);
+    failed.push([end, pt.failed || 0]);
+    size.push([end, total]);
+    pending.push([end, pt.pending || 0]);
+  }
   for (let i = 0; i < list.length; i++) {
     const c = list[i];
     size.push([c.t, c.size]);

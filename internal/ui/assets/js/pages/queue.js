@@ -2,11 +2,11 @@
 // its groups, a search by task ID, and the actions on tasks, on every task
 // of a state, and on the queue.
 
-import { call, paths, missing, readOnly, APIError } from '../api.js';
+import { call, paths, optional, readOnly, APIError } from '../api.js';
 import { h, num, rate, dur, bytes, badge, link, card, when, clip } from '../dom.js';
 import { page, table, waiting, part, rows } from '../page.js';
 import { recordOne, rates, chartData } from '../series.js';
-import { queueCharts } from '../chart.js';
+import { queueCharts, barChart } from '../chart.js';
 import { setPaused, actionButtons, bulk, bulkActionsFor, TASK_ACTIONS, toast } from '../actions.js';
 import { navigate } from '../nav.js';
 import { preview } from './task.js';
@@ -48,13 +48,18 @@ export function mount(main, { queue }) {
     }
   }
 
+  // The minutes and days before the page opened do not change while it
+  // is open: asked once (null where the server has no such route).
+  const before = Promise.all([optional(paths.series(queue)), optional(paths.history(queue, 14))]).catch(() => [null, null]);
+
   async function load() {
-    const [q, list, groups] = await Promise.all([
+    const [q, list, groups, [series, history]] = await Promise.all([
       call('GET', paths.queue(queue)),
       state ? call('GET', paths.tasks(queue, { state, page: pageNo, page_size: PAGE_SIZE, ...(group ? { group } : {}) })) : null,
-      tab === 'groups' && !group ? call('GET', paths.groups(queue)).catch((err) => (missing(err) ? { missing: true } : Promise.reject(err))) : null,
+      tab === 'groups' && !group ? optional(paths.groups(queue)).then((g) => g || { missing: true }) : null,
+      before,
     ]);
-    return { q, list, groups };
+    return { q, list, groups, series, history };
   }
 
   const titlePart = part();
@@ -70,9 +75,11 @@ export function mount(main, { queue }) {
   const pager = part('div', { class: 'pager' });
   const groupPart = part();
 
-  const p = page(main, 'queue', load, ({ q, list: tasks, groups }, body) => {
+  const daily = part('div', { class: 'charts charts-1' });
+  const p = page(main, 'queue', load, ({ q, list: tasks, groups, series, history }, body) => {
     recordOne(q);
-    if (!body.firstChild) body.append(cards, charts, tabs, ...(state ? [bar, empty, list, pager] : [groupPart]));
+    if (!body.firstChild) body.append(cards, charts, daily, tabs, ...(state ? [bar, empty, list, pager] : [groupPart]));
+    daily.update(history, () => (history?.days?.length ? barChart(`Last ${history.days.length} days`, history.days) : null));
     const st = q.stats || {};
     titlePart.update([q.name, q.mode, q.paused], () => title(q));
     const r = rates(q.name);
@@ -84,7 +91,7 @@ export function mount(main, { queue }) {
       card('failed today', num(st.failed)),
       card('latency', st.pending ? dur(st.latency_ms) : '–'),
       card('memory', bytes(st.memory_bytes))]);
-    const cd = chartData(q.name);
+    const cd = chartData(q.name, series);
     charts.replaceChildren(...queueCharts(cd));
     const counts = TABS.map((t) => (t === 'groups' ? st.groups : st[t]));
     tabs.update(counts, () => TABS.map((t, i) =>

@@ -1,12 +1,12 @@
 // Servers: every live server (Go Servers, htq serve's URL worker, pull
 // workers) and what each runs.
 
-import { call, paths, missing } from '../api.js';
+import { optional, paths } from '../api.js';
 import { h, num, badge, link, when } from '../dom.js';
 import { page, header, table, waiting, part, clockTick } from '../page.js';
 
 export function mount(main) {
-  const load = () => call('GET', paths.servers()).catch((err) => (missing(err) ? { missing: true } : Promise.reject(err)));
+  const load = () => optional(paths.servers()).then((res) => res || { missing: true });
   const content = part();
   const p = page(main, 'servers', load, (res, body) => {
     if (!body.firstChild) body.append(content);
@@ -22,17 +22,17 @@ function view(res) {
   const list = Array.isArray(res) ? res : res.servers || [];
   if (list.length === 0) return h('p', { class: 'empty', text: 'No server is running.' });
   const rows = list.map((sv) => {
-    const workers = sv.active_workers || sv.workers || [];
+    const workers = sv.active_tasks || sv.active_workers || [];
     const queues = sv.queues || {};
     const names = Array.isArray(queues) ? queues : Object.keys(queues).sort();
     return h('tr', { dataset: { server: sv.id } },
       h('td', { class: 'mono', text: sv.id }),
-      h('td', {}, badge(sv.kind || 'server', 'mode')),
+      h('td', {}, badge(sv.status === 'pull' ? 'pull worker' : 'server', 'mode')),
       h('td', { text: `${sv.host || '–'}${sv.pid ? `:${sv.pid}` : ''}` }),
       h('td', {}, names.map((q) => h('span', { class: 'chip' }, link(`/ui/queues/${encodeURIComponent(q)}`, q),
         Array.isArray(queues) ? null : h('small', { text: ` ×${queues[q]}` })))),
       h('td', { class: 'num', text: `${num(workers.length)} / ${num(sv.concurrency)}` }),
-      h('td', {}, badge(sv.status || 'active', sv.status === 'active' || !sv.status ? 'ok' : 'warn')),
+      h('td', {}, badge(sv.status || 'active', sv.status === 'stopped' ? 'warn' : 'ok')),
       h('td', {}, when(sv.started || sv.started_at)),
       h('td', {}, workers.slice(0, 5).map((w) => h('div', { class: 'mono small' },
         link(`/ui/queues/${encodeURIComponent(w.queue)}/tasks/${encodeURIComponent(w.task_id)}`, w.task_id), ` ${w.type || ''}`)),
