@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"image/png"
 	"net/http"
@@ -81,10 +82,14 @@ func newBrowser(t *testing.T) context.Context {
 	return ctx
 }
 
+// waitLimit bounds each step and wait of the browser tests: generous,
+// because the machine's cores are shared and a loaded one is slow.
+const waitLimit = time.Minute
+
 // step runs browser actions with a time limit, failing the test with what.
 func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, waitLimit)
 	defer cancel()
 	if err := chromedp.Do(sctx, actions...); err != nil {
 		t.Fatalf("%s: %v (the page then: %s)", what, err, failureShot(t, ctx))
@@ -120,23 +125,37 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 // waitFor polls a JavaScript condition until it is true.
 func waitFor(t *testing.T, ctx context.Context, what, cond string) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, waitLimit)
 	defer cancel()
 	if _, err := chromedp.Run(sctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
 		t.Fatalf("waiting for %s (%s): %v (the page then: %s)", what, cond, err, failureShot(t, ctx))
 	}
 }
 
-// screenshot saves the viewport as docs/img/<name>.png when dir is set.
+// updateScreenshots makes TestDashboard write its screenshots into
+// docs/img (the README shows them):
+//
+//	go test ./internal/ui -run TestDashboard/embedded -screenshots
+//
+// Without it they go to a temporary directory, so that running the tests
+// leaves the tree as it was (every run draws other times and figures).
+var updateScreenshots = flag.Bool("screenshots", false, "write TestDashboard's screenshots into docs/img")
+
+// screenshotDir is where the test's screenshots go.
+func screenshotDir(t *testing.T) string {
+	if *updateScreenshots {
+		return filepath.Join("..", "..", "docs", "img")
+	}
+	return t.TempDir()
+}
+
+// screenshot saves the whole page as dir/<name>.png, once it is a full-width PNG.
 func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Helper()
-	if dir == "" {
-		return
-	}
 	// No toast in the picture; let the last render settle (fonts, layout).
 	eval[bool](t, ctx, "(document.getElementById('toasts')?.replaceChildren(), true)")
 	step(t, ctx, "settle before "+name, chromedp.Sleep(300*time.Millisecond))
-	data, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	data, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -279,14 +298,10 @@ func work(base string, stop <-chan struct{}) error {
 // overview, pausing a queue, a count changing live after an enqueue from
 // outside, running an archived task, the task page of a URL task, a bulk
 // action after its confirmation, the servers and schedules pages, and
-// logout. The embedded run saves a screenshot of every page in docs/img.
+// logout. It takes a screenshot of every page (see updateScreenshots).
 func TestDashboard(t *testing.T) {
 	backends(t, func(t *testing.T, broker string) {
-		shots := ""
-		if broker[:5] == "file:" {
-			shots = filepath.Join("..", "..", "docs", "img")
-		}
-		dashboard(t, broker, shots)
+		dashboard(t, broker, screenshotDir(t))
 	})
 }
 

@@ -76,6 +76,7 @@ export const queueCharts = (cd) => [
  * /v1/queues/{q}/history answers), oldest on the left.
  */
 export function barChart(title, days) {
+  const W = 1160; // it spans the page's width
   const list = [...days].reverse();
   const max = niceMax(Math.max(...list.map((d) => d.processed || 0)));
   const slot = (W - PAD.l - PAD.r) / list.length;
@@ -98,7 +99,7 @@ export function barChart(title, days) {
         return [
           s('rect', { class: 'bar bar-ok', x, width: w, y: y(d.processed || 0), height: y(0) - y(d.processed || 0) }, s('title', { text: `${d.date}: ${num(d.processed)} processed, ${num(d.failed)} failed` })),
           s('rect', { class: 'bar bar-bad', x, width: w, y: y(d.failed || 0), height: y(0) - y(d.failed || 0) }),
-          i % Math.ceil(list.length / 7) === 0 ? s('text', { class: 'axis', x: x + w / 2, y: H - 4, 'text-anchor': 'middle', text: d.date.slice(5) }) : null,
+          i % Math.ceil(list.length / 14) === 0 ? s('text', { class: 'axis', x: x + w / 2, y: H - 4, 'text-anchor': 'middle', text: d.date.slice(5) }) : null,
         ];
       })));
 }
