@@ -352,12 +352,13 @@ func dashboard(t *testing.T, broker, shots string) {
 	}()
 	waitFor(t, ctx, "the paused badge of thumbnails", `!!document.querySelector('#queues tr[data-queue="thumbnails"] .badge-paused')`)
 	mode := eval[string](t, ctx, "document.body.dataset.live")
-	if status, _ := c.do("GET", "/v1/events", nil, bearer); (status.StatusCode == http.StatusOK) != (mode == "events") {
-		t.Errorf("live mode %q while GET /v1/events answers %d: the page must use the event stream exactly when there is one", mode, status.StatusCode)
+	if status := c.status("GET", "/v1/events"); (status == http.StatusOK) != (mode == "events") {
+		t.Errorf("live mode %q while GET /v1/events answers %d: the page must use the event stream exactly when there is one", mode, status)
 	}
 
-	// A count changes live after an enqueue from outside, without a reload.
-	eval[bool](t, ctx, "window.__sameDocument = true")
+	// A count changes live after an enqueue from outside, without a reload
+	// (and, with an event stream, because of its events).
+	eval[bool](t, ctx, "(window.__sameDocument = true, window.__events = Number(document.body.dataset.events || 0), true)")
 	for i := 0; i < 3; i++ {
 		c.enqueue("emails", map[string]any{"type": "email:send", "payload": map[string]any{"to": fmt.Sprintf("late%d@example.com", i)}})
 	}
@@ -365,6 +366,9 @@ func dashboard(t *testing.T, broker, shots string) {
 		`document.querySelector('#queues tr[data-queue="emails"] td[data-col="pending"]').textContent === '15'`)
 	if !eval[bool](t, ctx, "window.__sameDocument === true") {
 		t.Error("the page reloaded to show the new count")
+	}
+	if mode == "events" {
+		waitFor(t, ctx, "events after the enqueues", "Number(document.body.dataset.events || 0) > window.__events")
 	}
 	// The rates and the charts of the busy queue.
 	waitFor(t, ctx, "orders on the overview", `!!document.querySelector('#queues tr[data-queue="orders"]')`)
@@ -450,7 +454,7 @@ func dashboard(t *testing.T, broker, shots string) {
 	// The groups of a queue, and the tasks of one; or, while the API has no
 	// groups route, the notice that says so.
 	step(t, ctx, "the groups tab", chromedp.Navigate(base+"/ui/queues/digests?state=groups"), chromedp.WaitVisible(chromedp.CSS(`table.groups, .notice`)))
-	if resp, _ := c.do("GET", "/v1/queues/digests/groups", nil, bearer); resp.StatusCode == http.StatusOK {
+	if c.status("GET", "/v1/queues/digests/groups") == http.StatusOK {
 		if got := eval[string](t, ctx, `document.querySelector('table.groups tr[data-group="user-42"] td.num')?.textContent ?? ''`); got != "2" {
 			t.Errorf("group user-42 shows %q tasks, want 2", got)
 		}

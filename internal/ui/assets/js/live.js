@@ -60,7 +60,12 @@ export function startLive(refresh, onMode) {
         poll(IDLE_MS);
         tick();
         try {
-          await readEvents(res.body, tick);
+          await readEvents(res.body, () => {
+            // How many events came, for the browser test and for a look
+            // in the developer tools.
+            document.body.dataset.events = String(Number(document.body.dataset.events || 0) + 1);
+            tick();
+          });
         } catch { /* broken stream: reconnect below */ }
       }
       if (stopped) return;
