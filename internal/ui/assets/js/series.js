@@ -15,8 +15,11 @@ const TOTAL = '\u0000total'; // the sum over all queues, under a name no queue c
 function push(name, sample) {
   let list = samples.get(name);
   if (!list) samples.set(name, (list = []));
-  const prev = list[list.length - 1];
-  if (prev && sample.t - prev.t < MIN_GAP) list[list.length - 1] = sample;
+  // The last sample stands for "now" until it is MIN_GAP after the one
+  // before it; then a new one starts. (Comparing with the last one itself
+  // would never let refreshes closer than MIN_GAP add a sample.)
+  const before = list[list.length - 2];
+  if (before && sample.t - before.t < MIN_GAP) list[list.length - 1] = sample;
   else list.push(sample);
   if (list.length > KEEP) list.splice(0, list.length - KEEP);
 }
