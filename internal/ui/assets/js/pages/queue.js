@@ -65,8 +65,18 @@ export function mount(main, { queue }) {
   const titlePart = part();
   const cards = part('div', { class: 'cards' });
   const charts = h('div', { class: 'charts' });
-  const tabs = part('nav', { class: 'tabs', 'aria-label': 'Task states' });
-  const bar = part('div', { class: 'bulk-bar' });
+  // The tabs and the bulk bar are built once; a refresh writes their
+  // counts in place, so a click on them is never lost to a rebuild.
+  const tabCounts = {};
+  const tabs = h('nav', { class: 'tabs', 'aria-label': 'Task states' }, TABS.map((t) =>
+    link(here({ state: t }), [t, ' ', (tabCounts[t] = h('span', { class: 'count' }))],
+      { class: t === tab ? 'tab active' : 'tab', dataset: { tab: t } })));
+  let total; // of the state shown, for the bulk actions' confirmation
+  const barText = h('span', { class: 'muted' });
+  const bulkButtons = part('span', { class: 'bulk-buttons' });
+  const bar = h('div', { class: 'bulk-bar' }, barText,
+    group ? link(here({ state: 'groups' }), '← all groups', { class: 'crumb' }) : null,
+    h('span', { class: 'spacer' }), bulkButtons);
   const empty = part();
   const tc = TIME_COL[state];
   const showErr = state === 'retry' || state === 'archived';
@@ -93,10 +103,7 @@ export function mount(main, { queue }) {
       card('memory', bytes(st.memory_bytes))]);
     const cd = chartData(q.name, series);
     charts.replaceChildren(...queueCharts(cd));
-    const counts = TABS.map((t) => (t === 'groups' ? st.groups : st[t]));
-    tabs.update(counts, () => TABS.map((t, i) =>
-      link(here({ state: t }), [t, ' ', h('span', { class: 'count', text: num(counts[i]) })],
-        { class: t === tab ? 'tab active' : 'tab', dataset: { tab: t } })));
+    for (const t of TABS) tabCounts[t].textContent = num(t === 'groups' ? st.groups : st[t]);
     if (state) drawTasks(q, tasks, st);
     else groupPart.update(groups, () => groupList(groups, st));
   });
@@ -114,17 +121,14 @@ export function mount(main, { queue }) {
   }
 
   function drawTasks(q, tasks, st) {
-    const total = state === 'aggregating' ? undefined : st[state];
+    total = state === 'aggregating' ? undefined : st[state];
     const some = total !== 0 && tasks.tasks.length > 0;
-    bar.update([total, some], () => [
-      h('span', { class: 'muted', text: group ? `Group ${group}: aggregating tasks` : `${num(total)} ${state} task${total === 1 ? '' : 's'}` }),
-      group ? link(here({ state: 'groups' }), '← all groups', { class: 'crumb' }) : null,
-      h('span', { class: 'spacer' }),
-      some ? bulkActionsFor(state).map((action) => h('button', {
-        type: 'button', class: `btn btn-small ${TASK_ACTIONS[action].danger ? 'btn-danger-soft' : ''}`, dataset: { bulk: action },
-        text: `${TASK_ACTIONS[action].label} all`,
-        onclick: async () => { if ((await bulk(q.name, state, action, total, group || undefined)) !== null) p.refresh(); },
-      })) : null]);
+    barText.textContent = group ? `Group ${group}: aggregating tasks` : `${num(total)} ${state} task${total === 1 ? '' : 's'}`;
+    bulkButtons.update(some, () => (some ? bulkActionsFor(state).map((action) => h('button', {
+      type: 'button', class: `btn btn-small ${TASK_ACTIONS[action].danger ? 'btn-danger-soft' : ''}`, dataset: { bulk: action },
+      text: `${TASK_ACTIONS[action].label} all`,
+      onclick: async () => { if ((await bulk(q.name, state, action, total, group || undefined)) !== null) p.refresh(); },
+    })) : null));
     empty.update(tasks.tasks.length === 0, () => (tasks.tasks.length === 0
       ? h('p', { class: 'empty', text: pageNo > 1 ? 'No tasks on this page.' : `No ${state} tasks.` }) : null));
     list.hidden = tasks.tasks.length === 0;
