@@ -8,7 +8,7 @@ import { record, rates, chartData } from '../series.js';
 import { queueCharts } from '../chart.js';
 import { setPaused } from '../actions.js';
 
-const STATES = ['active', 'pending', 'scheduled', 'retry', 'archived', 'completed'];
+const STATES = ['active', 'pending', 'scheduled', 'retry', 'archived', 'completed', 'aggregating'];
 
 export function mount(main) {
   let filter = '';
