@@ -40,21 +40,25 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 // startService starts htq serve on broker (a free loopback port, loopback
-// targets allowed) and stops it at the end of the test.
+// targets allowed, the API token testToken) and stops it at the end of
+// the test.
 func startService(t testing.TB, broker string, readOnly bool) *service.Service {
+	t.Helper()
+	return startConfig(t, service.Config{Broker: broker, Token: testToken, UIReadOnly: readOnly})
+}
+
+// startConfig starts htq serve as cfg says, on a free loopback port with
+// loopback targets allowed, and stops it at the end of the test.
+func startConfig(t testing.TB, cfg service.Config) *service.Service {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	svc, err := service.Start(ctx, service.Config{
-		Addr:         "127.0.0.1:0",
-		Broker:       broker,
-		Token:        testToken,
-		AllowTargets: []string{"127.0.0.0/8"},
-		TimeZone:     "UTC",
-		UIReadOnly:   readOnly,
-		Logger:       slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Stdout:       io.Discard,
-	})
+	cfg.Addr = "127.0.0.1:0"
+	cfg.AllowTargets = []string{"127.0.0.0/8"}
+	cfg.TimeZone = "UTC"
+	cfg.Logger = slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Stdout = io.Discard
+	svc, err := service.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("service.Start: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/api"
+	"github.com/htqueue/htq/internal/service"
 	"github.com/htqueue/htq/internal/ui"
 	"github.com/jonboulle/clockwork"
 )
@@ -156,6 +157,31 @@ func TestLoginAndSession(t *testing.T) {
 	}
 	// The bearer token works as before.
 	c.must(http.StatusNoContent, "POST", "/v1/queues/jobs/resume", nil, nil)
+}
+
+// Without a configured token, the dashboard takes the one htq serve
+// generated and stored with the data, and a session's API calls carry it.
+func TestStoredToken(t *testing.T) {
+	svc := startConfig(t, service.Config{Broker: "mem:"})
+	c := newClient(t, svc.URL())
+	resp, _ := c.login(testToken, nil)
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("login with a token that is not the stored one: %d, want 401", resp.StatusCode)
+	}
+	resp, body := c.login(svc.Token(), nil)
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("login with the stored token: %d %s", resp.StatusCode, body)
+	}
+	cookie := resp.Cookies()[0]
+	_, page := c.do("GET", "/ui/", nil, map[string]string{"Cookie": cookie.Name + "=" + cookie.Value})
+	m := regexp.MustCompile(`<meta name="htq-csrf" content="([^"]+)">`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token in %s", page)
+	}
+	hdr := map[string]string{"Cookie": cookie.Name + "=" + cookie.Value, ui.CSRFHeader: string(m[1])}
+	if resp, body := c.do("POST", "/v1/queues/jobs/tasks", map[string]any{"type": "t", "payload": 1}, hdr); resp.StatusCode != http.StatusCreated {
+		t.Errorf("enqueue with the session: %d %s", resp.StatusCode, body)
+	}
 }
 
 // In read-only mode the page says so, and the API refuses every session
