@@ -219,6 +219,9 @@ var settings = []setting{
 			}
 			return nil
 		}},
+	{flag: "ui-read-only", env: "HTQ_UI_READ_ONLY", key: "ui_read_only", kind: kindBool, def: "false",
+		usage: "make the dashboard (/ui/) read-only: no actions, and the API refuses dashboard sessions anything but GET",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.UIReadOnly, err = v.bool(); return err }},
 	{flag: "log-level", env: "HTQ_LOG_LEVEL", key: "log_level", kind: kindString, def: "info",
 		usage: "debug, info, warn or error",
 		apply: func(o *serveOptions, v value) error {
@@ -357,6 +360,12 @@ func fileText(s setting, v any) (string, error) {
 			return "", fmt.Errorf("want a whole number, not %T %v", v, v)
 		}
 		return strconv.FormatInt(n, 10), nil
+	case kindBool:
+		b, ok := v.(bool)
+		if !ok {
+			return "", fmt.Errorf("want true or false, not %T %v", v, v)
+		}
+		return strconv.FormatBool(b), nil
 	case kindList:
 		switch l := v.(type) {
 		case string:

@@ -309,5 +309,32 @@ func TestOldStorageNames(t *testing.T) {
 	o, err := parse(t, []string{"--broker", "mem:", "--storage", "file:x"}, nil)
 	if err != nil || o.cfg.Storage != "file:x" || len(o.warnings) != 0 {
 		t.Errorf("both flags: %q %q %v", o.cfg.Storage, o.warnings, err)
+// --ui-read-only is a switch: alone it means true; the variable and the
+// file key take true or false; anything else names its source.
+func TestUIReadOnlySetting(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{nil, nil, false},
+		{[]string{"--ui-read-only"}, nil, true},
+		{[]string{"--ui-read-only=false"}, map[string]string{"HTQ_UI_READ_ONLY": "true"}, false},
+		{nil, map[string]string{"HTQ_UI_READ_ONLY": "true"}, true},
+		{nil, map[string]string{"HTQ_CONFIG": writeFile(t, "ui_read_only = true\n")}, true},
+	} {
+		o, err := parse(t, tc.args, tc.env)
+		if err != nil {
+			t.Fatalf("%v %v: %v", tc.args, tc.env, err)
+		}
+		if o.cfg.UIReadOnly != tc.want {
+			t.Errorf("%v %v: UIReadOnly = %v, want %v", tc.args, tc.env, o.cfg.UIReadOnly, tc.want)
+		}
+	}
+	if _, err := parse(t, nil, map[string]string{"HTQ_UI_READ_ONLY": "maybe"}); err == nil || !strings.Contains(err.Error(), "HTQ_UI_READ_ONLY") {
+		t.Errorf("bad variable: %v", err)
+	}
+	if _, err := parse(t, nil, map[string]string{"HTQ_CONFIG": writeFile(t, "ui_read_only = \"yes\"\n")}); err == nil || !strings.Contains(err.Error(), "ui_read_only") {
+		t.Errorf("bad file value: %v", err)
 	}
 }

@@ -114,6 +114,10 @@ type Config struct {
 	RedisWaitReplicas int
 	RedisWaitTimeout  time.Duration
 	RedisWaitAOFLocal bool
+	// UIReadOnly makes the dashboard (/ui/) read-only: it shows no action,
+	// and the API refuses every call made with a dashboard session that
+	// is not a GET or HEAD (403). The bearer token keeps every right.
+	UIReadOnly bool
 
 	// Logger receives the service's logs (default slog.Default()).
 	Logger *slog.Logger

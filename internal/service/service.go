@@ -2,7 +2,8 @@
 // loads (or generates) the API token and the webhook signing secret, and
 // runs the three parts of the service until Shutdown:
 //
-//   - the HTTP API (package api) on Config.Addr;
+//   - the HTTP API (package api) on Config.Addr, with the web dashboard
+//     (package ui) under /ui/;
 //   - the URL worker, an htq.Server that serves every queue whose mode is a
 //     URL mode (real_time, timing, variable) and runs each URL task through
 //     package dispatch, storing the answer as the task's result;
@@ -36,6 +37,7 @@ import (
 	"github.com/htqueue/htq/internal/metrics"
 	"github.com/htqueue/htq/internal/model"
 	"github.com/htqueue/htq/internal/storage"
+	"github.com/htqueue/htq/internal/ui"
 	"github.com/htqueue/htq/webhook"
 )
 
@@ -171,6 +173,10 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: API: %w", err)
+	}
+	handler, err = ui.New(handler, ui.Options{Token: s.Token, ReadOnly: cfg.UIReadOnly, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("service: dashboard: %w", err)
 	}
 
 	exec := &urlHandler{disp: s.disp, queues: s.queues, client: htq.NewClient(s.storage), metrics: obs,
