@@ -360,12 +360,6 @@ func fileText(s setting, v any) (string, error) {
 			return "", fmt.Errorf("want a whole number, not %T %v", v, v)
 		}
 		return strconv.FormatInt(n, 10), nil
-	case kindBool:
-		b, ok := v.(bool)
-		if !ok {
-			return "", fmt.Errorf("want true or false, not %T %v", v, v)
-		}
-		return strconv.FormatBool(b), nil
 	case kindList:
 		switch l := v.(type) {
 		case string:

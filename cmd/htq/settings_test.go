@@ -309,6 +309,9 @@ func TestOldStorageNames(t *testing.T) {
 	o, err := parse(t, []string{"--broker", "mem:", "--storage", "file:x"}, nil)
 	if err != nil || o.cfg.Storage != "file:x" || len(o.warnings) != 0 {
 		t.Errorf("both flags: %q %q %v", o.cfg.Storage, o.warnings, err)
+	}
+}
+
 // --ui-read-only is a switch: alone it means true; the variable and the
 // file key take true or false; anything else names its source.
 func TestUIReadOnlySetting(t *testing.T) {

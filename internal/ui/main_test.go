@@ -7,27 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/htqueue/htq/internal/leaktest"
 	"github.com/htqueue/htq/internal/redistest"
 	"github.com/htqueue/htq/internal/service"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { leaktest.Main(m, redistest.StopShared) }
 
 // testToken is the API token of the test services.
 const testToken = "ui-test-token-0123456789"
@@ -44,7 +33,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 // the test.
 func startService(t testing.TB, broker string, readOnly bool) *service.Service {
 	t.Helper()
-	return startConfig(t, service.Config{Broker: broker, Token: testToken, UIReadOnly: readOnly})
+	return startConfig(t, service.Config{Storage: broker, Token: testToken, UIReadOnly: readOnly})
 }
 
 // startConfig starts htq serve as cfg says, on a free loopback port with

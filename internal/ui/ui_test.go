@@ -162,7 +162,7 @@ func TestLoginAndSession(t *testing.T) {
 // Without a configured token, the dashboard takes the one htq serve
 // generated and stored with the data, and a session's API calls carry it.
 func TestStoredToken(t *testing.T) {
-	svc := startConfig(t, service.Config{Broker: "mem:"})
+	svc := startConfig(t, service.Config{Storage: "mem:"})
 	c := newClient(t, svc.URL())
 	resp, _ := c.login(testToken, nil)
 	if resp.StatusCode != http.StatusUnauthorized {
