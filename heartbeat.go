@@ -3,6 +3,7 @@ package htq
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/htqueue/htq/internal/base"
@@ -29,6 +30,8 @@ type heartbeater struct {
 	lease    time.Duration
 	interval time.Duration
 	life     lifecycle
+	// failing is set while beats do not reach the storage.
+	failing atomic.Bool
 }
 
 func newHeartbeater(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, proc *processor, info *base.ServerInfo, lease time.Duration) *heartbeater {
@@ -38,6 +41,7 @@ func newHeartbeater(b broker.Broker, logger *slog.Logger, clock clockwork.Clock,
 
 func (h *heartbeater) start(ctx context.Context) {
 	ok := h.beat(ctx)
+	h.failing.Store(!ok)
 	h.life.start(func(quit <-chan struct{}) {
 		var retry time.Duration // the wait after a failed beat; 0 after a good one
 		timer := h.clock.NewTimer(h.next(ok, &retry))
@@ -50,7 +54,9 @@ func (h *heartbeater) start(ctx context.Context) {
 				cancel()
 				return
 			case <-timer.Chan():
-				timer.Reset(h.next(h.beat(ctx), &retry))
+				ok := h.beat(ctx)
+				h.failing.Store(!ok)
+				timer.Reset(h.next(ok, &retry))
 			}
 		}
 	})
@@ -74,6 +80,17 @@ func (h *heartbeater) next(ok bool, retry *time.Duration) time.Duration {
 	}
 	*retry = min(max(2**retry, heartbeatRetryMin), heartbeatRetryMax, h.interval)
 	return *retry
+}
+
+// callTimeout bounds one storage call of a beat: the interval while the
+// storage answers, and at most heartbeatRetryMax*2 while beats fail, so
+// that a call that hangs on a dead connection does not hold up the next
+// try once the storage is back.
+func (h *heartbeater) callTimeout() time.Duration {
+	if h.failing.Load() {
+		return min(h.interval, 2*heartbeatRetryMax)
+	}
+	return h.interval
 }
 
 // shutdown stops the heartbeats and removes the presence record.
@@ -106,7 +123,7 @@ func (h *heartbeater) beat(ctx context.Context) bool {
 		}
 		info.ActiveTasks = append(info.ActiveTasks, base.ActiveTask{ID: at.lease.Msg.ID, Queue: at.lease.Msg.Queue, Type: at.lease.Msg.Type, Started: time.Unix(0, started)})
 	}
-	wctx, cancel := context.WithTimeout(ctx, h.interval)
+	wctx, cancel := context.WithTimeout(ctx, h.callTimeout())
 	defer cancel()
 	err := h.b.WriteServerState(wctx, &info, 3*h.interval)
 	h.proc.watch.failed(err)
@@ -122,7 +139,7 @@ func (h *heartbeater) renew(ctx context.Context, q string, lease time.Duration, 
 		refs[i] = at.lease.Ref()
 	}
 	sent := h.clock.Now()
-	wctx, cancel := context.WithTimeout(ctx, h.interval)
+	wctx, cancel := context.WithTimeout(ctx, h.callTimeout())
 	lost, err := h.b.ExtendLeases(wctx, q, refs, lease)
 	cancel()
 	if err != nil {
