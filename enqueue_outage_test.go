@@ -37,8 +37,8 @@ type enqueueRun struct {
 // retried do not meet their own lock; calls with a deadline inside the
 // outage fail with ErrUnavailable, and their task is stored at most once.
 func TestEnqueueAcrossOutage(t *testing.T) {
-	for _, how := range redistest.Outages {
-		t.Run(string(how), func(t *testing.T) {
+	for _, how := range []string{"frozen", "crashed"} {
+		t.Run(how, func(t *testing.T) {
 			rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 			st, err := Open(fmt.Sprintf("redis://%s/0?timeout=500ms", rs.Addr))
 			if err != nil {
@@ -89,12 +89,23 @@ func TestEnqueueAcrossOutage(t *testing.T) {
 			enqueuer("short", time.Second)
 
 			time.Sleep(500 * time.Millisecond) // enqueues before the outage
-			if err := rs.Begin(how); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(3 * time.Second) // the outage
-			if err := rs.End(how); err != nil {
-				t.Fatal(err)
+			switch how {
+			case "frozen":
+				if err := rs.Freeze(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(3 * time.Second) // the outage
+				if err := rs.Thaw(); err != nil {
+					t.Fatal(err)
+				}
+			case "crashed":
+				if err := rs.Crash(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(3 * time.Second) // the outage
+				if err := rs.Restart(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			time.Sleep(time.Second) // enqueues after it
 			close(stop)
@@ -134,7 +145,7 @@ func TestEnqueueAcrossOutage(t *testing.T) {
 					}
 				}
 			}
-			if how == redistest.Frozen {
+			if how == "frozen" {
 				// Redis ran the attempts it held while frozen: more
 				// script calls than tasks (one each when nothing fails),
 				// each task stored once.

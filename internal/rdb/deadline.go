@@ -26,32 +26,12 @@ const DefaultTimeout = 5 * time.Second
 // commands, and those a loading Redis refuses, for as long as the context
 // lasts: an API call with no deadline of its own waited for the end of the
 // outage.
-//
-// One wait of rueidis ignores the caller's deadline: a call that finds a
-// connection being opened waits for that attempt, which the first caller's
-// deadline and the dial timeout bound; a stopped Redis completes the TCP
-// handshake (the kernel does) and never answers HELLO. While Redis is in
-// trouble (a call met unavailability less than troubleWindow ago), calls
-// are made from a goroutine of their own and abandoned at their deadline
-// (guarded), so that every call ends in time; the abandoned one ends when
-// the attempt does. In good times calls are made directly: a goroutine per
-// call would cost every call for the sake of outages.
-
-// troubleWindow is how long after a call met unavailability the Broker
-// guards its calls.
-const troubleWindow = 30 * time.Second
 
 // do sends one command within the call deadline (see bound).
 func (b *Broker) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	ctx, cancel := b.bound(ctx, 0)
 	defer cancel()
-	call := func() rueidis.RedisResult { return b.note(unavailableResult(b.c.Do(ctx, cmd))) }
-	if !b.troubled() {
-		return call()
-	}
-	return guarded(ctx, call, func(err error) rueidis.RedisResult {
-		return unavailableResult(rueidis.NewErrorResult(err))
-	})
+	return unavailableResult(b.c.Do(ctx, cmd))
 }
 
 // doMulti sends cmds in one round trip within the call deadline plus
@@ -59,54 +39,7 @@ func (b *Broker) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRes
 func (b *Broker) doMulti(ctx context.Context, extra time.Duration, cmds ...rueidis.Completed) []rueidis.RedisResult {
 	ctx, cancel := b.bound(ctx, extra)
 	defer cancel()
-	call := func() []rueidis.RedisResult {
-		rs := unavailableResults(b.c.DoMulti(ctx, cmds...))
-		for _, r := range rs {
-			b.note(r)
-		}
-		return rs
-	}
-	if !b.troubled() {
-		return call()
-	}
-	n := len(cmds)
-	return guarded(ctx, call, func(err error) []rueidis.RedisResult {
-		rs := make([]rueidis.RedisResult, n)
-		for i := range rs {
-			rs[i] = unavailableResult(rueidis.NewErrorResult(err))
-		}
-		return rs
-	})
-}
-
-// guarded runs call in a goroutine of its own and returns its result, or
-// failed(ctx.Err()) when ctx ends first (the call is abandoned: it ends on
-// its own, ctx being done).
-func guarded[T any](ctx context.Context, call func() T, failed func(error) T) T {
-	ch := make(chan T, 1)
-	go func() { ch <- call() }()
-	select {
-	case r := <-ch:
-		return r
-	case <-ctx.Done():
-		return failed(ctx.Err())
-	}
-}
-
-// note records the time of a result that says Redis is unavailable, and
-// returns r.
-func (b *Broker) note(r rueidis.RedisResult) rueidis.RedisResult {
-	if err := r.Error(); err != nil && errors.Is(err, base.ErrUnavailable) {
-		b.trouble.Store(time.Now().UnixNano())
-	}
-	return r
-}
-
-// troubled tells whether a call met unavailability less than
-// troubleWindow ago.
-func (b *Broker) troubled() bool {
-	t := b.trouble.Load()
-	return t != 0 && time.Since(time.Unix(0, t)) < troubleWindow
+	return unavailableResults(b.c.DoMulti(ctx, cmds...))
 }
 
 // nodeDoMulti is doMulti on one node of the deployment.

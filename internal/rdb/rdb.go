@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -52,8 +53,8 @@ type Options struct {
 	// leaves calls to their context alone. In Open, the URL's timeout
 	// parameter replaces it.
 	Timeout time.Duration
-	// DialTimeout bounds each connection attempt; 0 means rueidis's
-	// default (5 s). Open only.
+	// DialTimeout bounds each connection attempt; 0 means DefaultDialTimeout,
+	// or half of Timeout when that is shorter. Open only.
 	DialTimeout time.Duration
 	// Connections is how many pipelined connections the client keeps to
 	// each Redis node (rounded up to a power of two); 0 means 1. Every
@@ -84,9 +85,6 @@ type Broker struct {
 	wait  *waiter // nil: acknowledged writes do not wait (Options.Wait)
 	// timeout bounds each call (Options.Timeout); <= 0: no bound.
 	timeout time.Duration
-	// trouble is when (Unix ns) a call last met unavailability (see
-	// deadline.go); 0: never.
-	trouble atomic.Int64
 	closed  atomic.Bool
 
 	archiveMax  string   // ArchiveMaxSize as an ARGV
@@ -191,16 +189,33 @@ func (o Options) timeout() time.Duration {
 	return o.Timeout
 }
 
-// limitConnTimeouts fits rueidis's own timeouts to the call timeout (see
-// deadline.go): ConnWriteTimeout, which rueidis also uses as the longest
-// wait of a call without a deadline and as the time a keep-alive PING may
-// take before the connection is dropped, is raised when calls may last
-// longer (a long timeout, or a write waiting for replicas), so that a call
-// is not cut short nor its connection dropped while it is within its
-// deadline.
+// DefaultDialTimeout is Options.DialTimeout's default (rueidis's own is
+// 5 s): see limitConnTimeouts.
+const DefaultDialTimeout = time.Second
+
+// limitConnTimeouts fits rueidis's own timeouts to the call timeout, so
+// that a call fails within it (see deadline.go):
+//   - a connection attempt (TCP connect and handshake) lasts at most
+//     DefaultDialTimeout or half the call timeout. Calls that find a
+//     connection being opened wait for that attempt whatever their own
+//     deadline, and a stopped Redis accepts TCP connections (the kernel
+//     does) but never answers the handshake: a call may end that much
+//     after its deadline (with rueidis's default of 5 s, up to 5 s; now
+//     at most 1 s).
+//   - ConnWriteTimeout, which rueidis also uses as the longest wait of a
+//     call without a deadline and as the time a keep-alive PING may take
+//     before the connection is dropped, is raised when calls may last
+//     longer (a long timeout, or a write waiting for replicas), so that a
+//     call is not cut short nor its connection dropped while it is within
+//     its deadline.
 func limitConnTimeouts(co *rueidis.ClientOption, timeout time.Duration, w WaitOptions) {
 	if timeout <= 0 {
 		return
+	}
+	for _, d := range []*net.Dialer{&co.Dialer, &co.Sentinel.Dialer} {
+		if d.Timeout <= 0 {
+			d.Timeout = min(DefaultDialTimeout, timeout/2)
+		}
 	}
 	longest := timeout
 	if w.Enabled() {

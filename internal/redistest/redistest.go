@@ -148,43 +148,6 @@ func (s *Server) respawn() error {
 	return nil
 }
 
-// An Outage is a way to cut a test server off from its clients.
-type Outage string
-
-// The outages of Begin and End.
-const (
-	// Frozen: SIGSTOP; connections stay open and nothing answers (Freeze).
-	Frozen Outage = "frozen"
-	// Crashed: SIGKILL, then a restart on the same port and data
-	// (Crash, Restart); connections are refused meanwhile.
-	Crashed Outage = "crashed"
-)
-
-// Outages lists every Outage, for tests that try each.
-var Outages = []Outage{Frozen, Crashed}
-
-// Begin cuts the server off the way o says.
-func (s *Server) Begin(o Outage) error {
-	switch o {
-	case Frozen:
-		return s.Freeze()
-	case Crashed:
-		return s.Crash()
-	}
-	return fmt.Errorf("redistest: unknown outage %q", o)
-}
-
-// End ends an outage Begin started: Thaw or Restart.
-func (s *Server) End(o Outage) error {
-	switch o {
-	case Frozen:
-		return s.Thaw()
-	case Crashed:
-		return s.Restart()
-	}
-	return fmt.Errorf("redistest: unknown outage %q", o)
-}
-
 // Kill stops the server at once with SIGKILL (for failure tests).
 func (s *Server) Kill() { s.Stop() }
 
