@@ -63,6 +63,10 @@ bench-serve: deps
 # to the package's testdata/fuzz/<FuzzName>/: fix the bug and commit the
 # file, so that `go test` runs it from then on. Crashers found earlier are
 # there already and run with every `go test`.
+#
+# Go up to 1.26 may end a -fuzztime run with a bare "context deadline
+# exceeded" and no failing input (a race in its fuzz coordinator,
+# go.dev/issue/75804, fixed in Go 1.27): that is reported, not failed.
 FUZZTIME ?= 1m
 FUZZ_TARGETS += ./internal/rdb:FuzzDecodeMessage
 FUZZ_TARGETS += ./internal/rdb:FuzzParseURL
@@ -77,8 +81,15 @@ FUZZ_TARGETS += ./internal/api:FuzzUTF8Body
 FUZZ_TARGETS += ./internal/service:FuzzURLTaskAgreesWithDispatch
 
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; name=$${t#*:}; \
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; dir=$$pkg/testdata/fuzz/$$name; \
+		before=$$(ls "$$dir" 2>/dev/null | wc -l); \
 		echo "== $$name ($$pkg) for $(FUZZTIME)"; \
-		$(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
+		{ if $(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -timeout 0; \
+			then echo 0 > "$$tmp/rc"; else echo $$? > "$$tmp/rc"; fi; } 2>&1 | tee "$$tmp/log"; \
+		[ "$$(cat "$$tmp/rc")" = 0 ] && continue; \
+		if grep -q '^    context deadline exceeded$$' "$$tmp/log" && [ "$$(ls "$$dir" 2>/dev/null | wc -l)" = "$$before" ]; then \
+			echo "== $$name: the end-of-run race of Go's fuzz coordinator (go.dev/issue/75804), no failing input: not a finding"; \
+		else exit 1; fi; \
 	done
