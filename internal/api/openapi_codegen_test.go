@@ -49,7 +49,7 @@ func run() error {
 		return err
 	}
 	id := "gen-1"
-	enq, err := c.EnqueueWithResponse(ctx, "gen", EnqueueJSONRequestBody{Type: ptr("ping"), Options: &TaskOptions{TaskId: &id}})
+	enq, err := c.EnqueueWithResponse(ctx, "gen", nil, EnqueueJSONRequestBody{Type: ptr("ping"), Options: &TaskOptions{TaskId: &id}})
 	if err != nil || enq.JSON201 == nil {
 		return fmt.Errorf("enqueue: %v %s", err, enq.Body)
 	}

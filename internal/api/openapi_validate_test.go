@@ -179,7 +179,7 @@ func testResponsesMatchOpenAPI(t *testing.T, backend string) {
 		v.call(created, "POST", "/v1/queues/jobs/tasks", map[string]any{"type": "blob", "payload_base64": "AAEC", "options": map[string]any{"task_id": "j3"}}, nil)
 		v.call(created, "POST", "/v1/queues/later/tasks", map[string]any{"type": "t", "options": map[string]any{"delay": "10m", "task_id": "l1", "deadline": "2099-01-01T00:00:00Z"}}, nil)
 		v.call(created, "POST", "/v1/queues/jobs/tasks/batch", map[string]any{"tasks": []map[string]any{{"type": "resize", "payload": map[string]int{"id": 1}}, {"type": "resize", "options": map[string]any{"task_id": "r2"}}}}, nil)
-		v.call(multi, "POST", "/v1/queues/jobs/tasks/batch", map[string]any{"tasks": []map[string]any{{"type": "resize"}, {"type": "resize", "options": map[string]any{"task_id": "r2"}}}}, nil)
+		v.call(multi, "POST", "/v1/queues/jobs/tasks/batch", map[string]any{"tasks": []map[string]any{{"type": "resize"}, {"type": "resize", "payload": map[string]int{"id": 2}, "options": map[string]any{"task_id": "r2"}}}}, nil)
 		// A URL task, and one whose body is bytes.
 		v.call(created, "POST", "/v1/queues/mail/tasks", map[string]any{"url": "https://example.com/hook", "headers": map[string]string{"X-A": "1"}, "body": "hi", "timeout_ms": 2000, "options": map[string]any{"task_id": "u1"}}, nil)
 		v.call(created, "POST", "/v1/queues/scan/tasks", map[string]any{"url": "https://example.com/scan", "method": "GET", "body_base64": "AAEC", "options": map[string]any{"task_id": "v1"}}, nil)
