@@ -83,6 +83,10 @@ type Options struct {
 	// SchedulesChanged, when set, is called after a schedule is created or
 	// deleted through this handler, so the service reloads them at once.
 	SchedulesChanged func()
+	// CORSOrigins lists the origins (scheme://host[:port], or "*" for
+	// any) whose browsers may call /v1; empty: none (CORS is off). See
+	// CheckCORSOrigins.
+	CORSOrigins []string
 
 	// clock drives the handler's background loops (tests; default the
 	// real clock).
@@ -154,6 +158,9 @@ func New(opts Options) (http.Handler, error) {
 	if opts.clock == nil {
 		opts.clock = clockwork.NewRealClock()
 	}
+	if err := CheckCORSOrigins(opts.CORSOrigins); err != nil {
+		return nil, fmt.Errorf("api: Options.CORSOrigins: %w", err)
+	}
 	var b store = storage.BrokerOf(opts.Storage)
 	if opts.Meta == nil {
 		opts.Meta = b
@@ -190,7 +197,7 @@ func New(opts Options) (http.Handler, error) {
 	go h.sampler.run(opts.Context)
 	h.workers = newPullWorkers(b, opts.clock, h.logger)
 	go h.workers.run(opts.Context)
-	h.mux = h.routes(reg)
+	h.mux = newCORS(opts.CORSOrigins).wrap(h.routes(reg))
 	return h, nil
 }
 

@@ -157,6 +157,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		CheckTarget:      func(_ context.Context, u *url.URL) error { return s.disp.Guard().CheckURL(u) },
 		SchedulesChanged: s.sched.reload,
 		Metrics:          obs,
+		CORSOrigins:      cfg.CORSOrigins,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: API: %w", err)
