@@ -24,9 +24,10 @@ import (
 // The port defaults to 6379 (26379 for sentinels). The password of a
 // sentinel URL is the master's; sentinel_password=… gives the sentinels'
 // own. Accepted query parameters: dial_timeout (a Go duration),
-// client_name, and master / sentinel_password for redis-sentinel. Any
-// other parameter, a bad port or db, or a missing host is an error
-// wrapping base.ErrInvalidArgument.
+// client_name, event_log (the size of each queue's event log, 0 to turn
+// it off; see EventLogParam), and master / sentinel_password for
+// redis-sentinel. Any other parameter, a bad port or db, or a missing
+// host is an error wrapping base.ErrInvalidArgument.
 func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	var co rueidis.ClientOption
 	bad := func(format string, a ...any) (rueidis.ClientOption, error) {
@@ -107,6 +108,10 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 			co.Sentinel.Dialer.Timeout = d
 		case k == "client_name":
 			co.ClientName = val
+		case k == "event_log":
+			if _, err := eventLogSize(val); err != nil {
+				return bad("%v", err)
+			}
 		case k == "master" && scheme == "redis-sentinel":
 			co.Sentinel.MasterSet = val
 		case k == "sentinel_password" && scheme == "redis-sentinel":
@@ -176,4 +181,34 @@ func redactURL(raw string) string {
 		return raw
 	}
 	return scheme + "://" + user + ":xxxxx@" + rest[i+1:]
+}
+
+// EventLogParam returns the Options.EventLogSize the event_log parameter
+// of a storage URL asks for (0: the parameter is absent): the size of
+// each queue's event log, -1 for event_log=0 (the log is off). ParseURL
+// has checked it.
+func EventLogParam(rawURL string) int {
+	_, rawQuery, _ := strings.Cut(rawURL, "?")
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil || !q.Has("event_log") {
+		return 0
+	}
+	n, err := eventLogSize(q.Get("event_log"))
+	if err != nil {
+		return 0
+	}
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// eventLogSize parses the value of event_log: a count of entries, 0 for
+// none.
+func eventLogSize(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 1_000_000 {
+		return 0, fmt.Errorf("event_log %q: want the number of entries each queue's event log keeps (0 turns it off; at most 1000000)", v)
+	}
+	return n, nil
 }
