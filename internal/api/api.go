@@ -112,6 +112,8 @@ type store interface {
 	GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskInfo, error)
 	Subscribe(ctx context.Context) (<-chan broker.Event, error)
 	WriteServerState(ctx context.Context, info *base.ServerInfo, ttl time.Duration) error
+	ReadEvents(ctx context.Context, p broker.ReadEventsParams) (*broker.EventBatch, error)
+	Queues(ctx context.Context) ([]string, error)
 }
 
 type handler struct {
@@ -129,6 +131,7 @@ type handler struct {
 	upkeep    *upkeep
 	sampler   *sampler
 	workers   *pullWorkers
+	eventHub  *eventHub
 	mux       http.Handler
 }
 
@@ -197,6 +200,7 @@ func New(opts Options) (http.Handler, error) {
 	go h.sampler.run(opts.Context)
 	h.workers = newPullWorkers(b, opts.clock, h.logger)
 	go h.workers.run(opts.Context)
+	h.eventHub = newEventHub(opts.Context, b, h.logger)
 	h.mux = newCORS(opts.CORSOrigins).wrap(h.routes(reg))
 	return h, nil
 }
@@ -247,6 +251,7 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 	v1("GET /v1/servers", h.servers)
 	v1("GET /v1/schedules/{id}/history", h.scheduleHistory)
 	v1("GET /v1/scheduler-entries", h.schedulerEntries)
+	v1("GET /v1/events", h.events)
 
 	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	v1("/v1/", func(w http.ResponseWriter, r *http.Request) {

@@ -36,6 +36,7 @@ const (
 var (
 	errUnauthorized = errors.New("unauthorized")
 	errNoRoute      = errors.New("no such route")
+	errUnavailable  = errors.New("unavailable")
 )
 
 // errorTable maps sentinel errors to a status and a code, first match
@@ -61,6 +62,7 @@ var errorTable = []struct {
 	{base.ErrQueueNotEmpty, http.StatusConflict, codeQueueNotEmpty},
 	{base.ErrLeaseLost, http.StatusConflict, codeLeaseLost},
 	{base.ErrStorageClosed, http.StatusServiceUnavailable, codeUnavailable},
+	{errUnavailable, http.StatusServiceUnavailable, codeUnavailable},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, codeUnavailable},
 }
 
