@@ -15,8 +15,9 @@ test: deps vet
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # What the tests run besides Go: redis-server (the Redis backend), php and
-# python3 (the webhook verification examples of docs/webhooks.md).
-DEPS := redis-server:redis-server php:php-cli python3:python3
+# python3 (the webhook verification examples of docs/webhooks.md), strace
+# (the chaos suite's power-loss simulation).
+DEPS := redis-server:redis-server php:php-cli python3:python3 strace:strace
 
 deps:
 	@missing=""; for d in $(DEPS); do command -v $${d%%:*} >/dev/null || missing="$$missing $${d#*:}"; done; \
