@@ -269,17 +269,21 @@ func (sv *service) createQueue(name, mode string) error {
 	return sv.call(sv.hc, "POST", "/v1/queues", body, http.StatusCreated, nil)
 }
 
-// queueSize reads a queue's task count.
+// queueSize reads how many of a queue's tasks are not finished yet:
+// completed tasks are kept for htq serve's completed retention (24 h by
+// default) and archived ones until deleted, so neither counts.
 func (sv *service) queueSize(name string) (int, error) {
 	var q struct {
 		Stats struct {
-			Size int `json:"size"`
+			Size      int `json:"size"`
+			Completed int `json:"completed"`
+			Archived  int `json:"archived"`
 		} `json:"stats"`
 	}
 	if err := sv.call(sv.hc, "GET", "/v1/queues/"+name, nil, http.StatusOK, &q); err != nil {
 		return 0, err
 	}
-	return q.Stats.Size, nil
+	return q.Stats.Size - q.Stats.Completed - q.Stats.Archived, nil
 }
 
 // typedTask is a task spec with a payload of about size bytes.
@@ -534,6 +538,9 @@ func scenarioDispatch(c config, sv *service) error {
 			drained = time.Since(start)
 			break
 		}
+	}
+	if drained == 0 {
+		return fmt.Errorf("serve-dispatch: %d tasks still unfinished after %v", n, c.maxDuration)
 	}
 	emit(c, "serve-dispatch", map[string]any{
 		"metric": "requests_per_s", "value": round(float64(got) / elapsed.Seconds()),
