@@ -113,10 +113,10 @@ type openChunk struct {
 type enqueueChunk struct {
 	k     *queueKeys
 	idx   []int    // task j of the chunk is ps[idx[j]]
-	kinds []byte   // ARGV[4]: '.' plain, 'x' other
+	kinds []byte   // ARGV[4]: '.' plain, 'r' plain with a retention, 'x' other
 	args  []string // ARGV[1..4], then the IDs (ARGV[4] is set by call)
 	msgs  []string // the messages, after the IDs
-	ext   []string // the arguments of the 'x' tasks, after the messages
+	ext   []string // the arguments of the 'r' and 'x' tasks, after the messages
 	bytes int
 }
 
@@ -139,8 +139,13 @@ func (bt *enqueueBatch) add(k *queueKeys, i int, left int) {
 	c.args = append(c.args, m.ID)
 	c.msgs = append(c.msgs, msg)
 	c.bytes += len(msg)
-	if m.UniqueKey == "" && m.GroupKey == "" && m.Retention <= 0 && p.ProcessAt.IsZero() {
-		c.kinds = append(c.kinds, '.')
+	if m.UniqueKey == "" && m.GroupKey == "" && p.ProcessAt.IsZero() {
+		if r := ms(m.Retention); r > 0 {
+			c.kinds = append(c.kinds, 'r')
+			c.ext = append(c.ext, bt.itoa(r))
+		} else {
+			c.kinds = append(c.kinds, '.')
+		}
 	} else {
 		var at, uttl, upx int64
 		if !p.ProcessAt.IsZero() {
@@ -293,11 +298,11 @@ func (b *Broker) enqueueCall(p broker.EnqueueParams) (*queueKeys, call, error) {
 	if err != nil {
 		return nil, call{}, err
 	}
-	if m.UniqueKey == "" && m.GroupKey == "" && m.Retention <= 0 && p.ProcessAt.IsZero() {
+	if m.UniqueKey == "" && m.GroupKey == "" && p.ProcessAt.IsZero() {
 		return k, call{
 			s:    scriptEnqPlain,
 			keys: []string{k.taskKey(m.ID), k.pending},
-			args: []string{encodeString(m), m.ID, channelEvents, k.name},
+			args: []string{encodeString(m), m.ID, channelEvents, k.name, itoa(ms(m.Retention))},
 		}, nil
 	}
 	var at int64

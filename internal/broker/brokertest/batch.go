@@ -71,6 +71,29 @@ func batchTests() []testCase {
 			wantIDs(e, "Queues", e.queues(), []string{"default", "other"})
 			wantIDs(e, "pending tasks", e.drain("default"), msgIDs(existing, locked, pending))
 		}},
+		{"RetentionAmongPlainTasks", func(e *env) {
+			// Tasks that differ only by a retention sit between plain
+			// ones and ones with a due time: each keeps its own.
+			plain, kept, scheduled, kept2 := e.newMsg("default"), e.newMsg("default"), e.newMsg("default"), e.newMsg("default")
+			kept.Retention = time.Hour
+			scheduled.Retention = 2 * time.Hour
+			kept2.Retention = 3 * time.Hour
+			ps := []broker.EnqueueParams{{Msg: plain}, {Msg: kept}, {Msg: scheduled, ProcessAt: e.now().Add(time.Minute)}, {Msg: kept2}}
+			wantBatchErrs(e, e.b.EnqueueBatch(e.ctx, ps), nil, nil, nil, nil)
+			for _, m := range []*base.TaskMessage{plain, kept, kept2} {
+				e.wantState("default", m.ID, base.StatePending)
+			}
+			e.wantState("default", scheduled.ID, base.StateScheduled)
+			for _, m := range []*base.TaskMessage{plain, kept, kept2} {
+				e.complete(e.fetchID("default", m.ID).Ref())
+			}
+			e.wantGone("default", plain.ID)
+			for _, m := range []*base.TaskMessage{kept, kept2} {
+				if got := e.wantState("default", m.ID, base.StateCompleted).Message.Retention; got != m.Retention {
+					e.Errorf("task %s: Retention %v after completion, want %v", m.ID, got, m.Retention)
+				}
+			}
+		}},
 		{"InterleavedQueues", func(e *env) {
 			taken := e.add("b")
 			type entry struct {

@@ -4,11 +4,12 @@
 -- KEYS[4] unique lock prefix KEYS[5] group zset prefix KEYS[6] groups set
 -- ARGV[1] now ms ('' = Redis TIME)   ARGV[2] events channel
 -- ARGV[3] queue name                 ARGV[4] kinds: one byte per task, '.'
---   plain (pending now; no unique key, group or retention), 'x' any other
+--   plain (pending now; no unique key, group or retention), 'r' plain with
+--   a retention, 'x' any other
 -- ARGV[5 .. 4+n] the n task IDs, ARGV[5+n .. 4+2n] their messages (codec),
--- then 6 arguments per 'x' task, in task order: process-at ms (0 = now),
--- unique key ('' = none), unique TTL ms, lock PX ms (cleanup only), group
--- key ('' = none), retention ms.
+-- then, in task order, 1 argument per 'r' task (retention ms) and 6 per
+-- 'x' task: process-at ms (0 = now), unique key ('' = none), unique TTL
+-- ms, lock PX ms (cleanup only), group key ('' = none), retention ms.
 -- Returns a string of one code per task: '2' pending, '3' scheduled,
 -- '7' aggregating, '=' stored already with this very message (an earlier
 -- attempt of the same Enqueue; see stored_same), 'i' another task holds
@@ -17,7 +18,7 @@
 -- key used twice: the first one stored wins, and the same task twice is
 -- stored once). A refused task writes nothing.
 -- Costs: a plain task one HSETNX (its ID check and its write, as in
--- enqueue.lua); any other task an EXISTS (which also sees the IDs stored
+-- enqueue.lua), and an HSET of its retention if it has one; any other task an EXISTS (which also sees the IDs stored
 -- earlier in the chunk) and an HSET, plus the SET of its lock; the locks
 -- are read with one MGET first. The lists are written once per chunk: one
 -- LPUSH, one ZADD, one ZADD per group, one SADD. Publishes r:<queue> once
@@ -38,15 +39,20 @@ for i = 1, n do tk[i] = tprefix .. ARGV[4 + i] end
 
 -- Reads.
 local xb -- task index -> ARGV index of its first 'x' argument
+local rb -- task index -> ARGV index of an 'r' task's retention
 local now
 local locks = {} -- task index -> value of its lock (false: none)
-if string.find(kinds, 'x', 1, true) then
-  xb = {}
+if string.find(kinds, '[^.]') then
+  xb, rb = {}, {}
   local lkeys, li = {}, {}
   local need_now = false
   local b = 5 + 2 * n
   for i = 1, n do
-    if string.byte(kinds, i) ~= 46 then -- not '.'
+    local k = string.byte(kinds, i)
+    if k == 114 then -- 'r'
+      rb[i] = b
+      b = b + 1
+    elseif k ~= 46 then -- not '.'
       xb[i] = b
       if ARGV[b + 1] ~= '' then
         lkeys[#lkeys + 1] = KEYS[4] .. ARGV[b + 1]
@@ -78,6 +84,7 @@ for i = 1, n do
     local r = redis.pcall('HSETNX', tk[i], 'm', ARGV[m0 + i])
     if r == 1 then
       c = '2'
+      if rb and rb[i] then redis.call('HSET', tk[i], 'R', ARGV[rb[i]]) end
       np = np + 1
       pend[np] = ARGV[4 + i]
     elseif r == 0 then

@@ -1,10 +1,13 @@
 -- enqueue_plain.lua: stores one new task that goes straight to pending and
--- has no unique key, group, due time or retention (the common Enqueue),
--- exactly as enqueue.lua would, with no library prepended (lib.lua's
--- functions would be built on every call).
+-- has no unique key, group or due time (the common Enqueue, with or
+-- without a retention), exactly as enqueue.lua would, with no library
+-- prepended (lib.lua's functions would be built on every call, which
+-- costs more Redis CPU than the writes themselves).
 -- KEYS[1] task hash   KEYS[2] pending list
 -- ARGV[1] message (codec)   ARGV[2] task ID
 -- ARGV[3] events channel    ARGV[4] queue name
+-- ARGV[5] retention ms ('0' = none; htq serve keeps completed tasks, so
+--         most of its tasks carry one)
 -- Returns 2 (pending), 0 when the task is stored already with this very
 -- message (an earlier attempt of the same Enqueue; see lib.lua's
 -- stored_same, inlined here), or -1 when another task holds the ID
@@ -16,6 +19,7 @@ if redis.call('HSETNX', KEYS[1], 'm', ARGV[1]) == 0 then
   redis.call('HSET', KEYS[1], 'm', ARGV[1]) -- replicated, for a WAIT
   return 0
 end
+if ARGV[5] ~= '0' then redis.call('HSET', KEYS[1], 'R', ARGV[5]) end
 if redis.call('LPUSH', KEYS[2], ARGV[2]) == 1 then
   redis.call('PUBLISH', ARGV[3], 'r:' .. ARGV[4])
 end
