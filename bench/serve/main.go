@@ -141,6 +141,60 @@ type service struct {
 	hc      *http.Client
 	stop    func()
 	backend string
+	// pids are the processes whose CPU time cpu() sums: htq serve and,
+	// on Redis, redis-server.
+	servePID, redisPID int
+}
+
+// cpuTime is the user+system CPU time of the process pid so far
+// (/proc/pid/stat, in clock ticks of 10 ms); 0 when pid is 0 or gone.
+func cpuTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count from its ')'.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// cpuMark remembers the CPU time of htq serve and redis-server; its
+// perTask method turns the CPU spent since into µs per unit of work.
+type cpuMark struct {
+	sv           *service
+	serve, redis time.Duration
+}
+
+func (sv *service) mark() cpuMark {
+	return cpuMark{sv: sv, serve: cpuTime(sv.servePID), redis: cpuTime(sv.redisPID)}
+}
+
+// fields are the JSON fields of the CPU spent per unit since m, n units.
+func (m cpuMark) fields(n int) map[string]any {
+	if n <= 0 {
+		return nil
+	}
+	out := map[string]any{"serve_cpu_us_per_unit": round(float64((cpuTime(m.sv.servePID) - m.serve).Microseconds()) / float64(n))}
+	if m.sv.redisPID != 0 {
+		out["redis_cpu_us_per_unit"] = round(float64((cpuTime(m.sv.redisPID) - m.redis).Microseconds()) / float64(n))
+	}
+	return out
+}
+
+// with adds extra's fields to f.
+func with(f map[string]any, extra map[string]any) map[string]any {
+	for k, v := range extra {
+		f[k] = v
+	}
+	return f
 }
 
 // withService starts storage and htq serve (with the given dispatch
@@ -152,6 +206,7 @@ func withService(c config, concurrency int, fn func(*service) error) error {
 	}
 	defer os.RemoveAll(dir)
 	var broker string
+	var redisPID int
 	var stops []func()
 	defer func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -169,6 +224,7 @@ func withService(c config, concurrency int, fn func(*service) error) error {
 		if err := rs.Start(); err != nil {
 			return fmt.Errorf("start redis-server: %w", err)
 		}
+		redisPID = rs.Process.Pid
 		stops = append(stops, func() { _ = rs.Process.Kill(); _ = rs.Wait() })
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		if err := waitTCP(addr, 5*time.Second); err != nil {
@@ -212,7 +268,7 @@ func withService(c config, concurrency int, fn func(*service) error) error {
 			<-exited
 		}
 	})
-	sv := &service{addr: addr, base: "http://" + addr, backend: c.backend, hc: &http.Client{
+	sv := &service{addr: addr, base: "http://" + addr, backend: c.backend, servePID: cmd.Process.Pid, redisPID: redisPID, hc: &http.Client{
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64, DisableCompression: true},
 		Timeout:   60 * time.Second,
 	}}
@@ -362,17 +418,18 @@ func scenarioEnqueue(c config, sv *service) error {
 	if _, _, err := phase(2000); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
+	cpu := sv.mark()
 	elapsed, lat, err := phase(c.nSingle)
 	if err != nil {
 		return err
 	}
 	done := len(lat)
 	p50, p99 := percentiles(lat)
-	emit(c, "serve-enqueue", map[string]any{
+	emit(c, "serve-enqueue", with(cpu.fields(done), map[string]any{
 		"metric": "requests_per_s", "value": round(float64(done) / elapsed.Seconds()),
 		"n": done, "conns": c.conns, "payload": c.payload, "seconds": round(elapsed.Seconds()), "client": c.client,
 		"truncated": done < c.nSingle, "p50_ms": p50, "p99_ms": p99,
-	})
+	}))
 	return nil
 }
 
@@ -456,16 +513,17 @@ func scenarioBatch(c config, sv *service) error {
 	if _, _, _, err := phase(3); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
+	cpu := sv.mark()
 	elapsed, n, lat, err := phase(max(1, c.nBatch/c.batch))
 	if err != nil {
 		return err
 	}
 	p50, p99 := percentiles(lat)
-	emit(c, "serve-enqueue-batch", map[string]any{
+	emit(c, "serve-enqueue-batch", with(cpu.fields(n), map[string]any{
 		"metric": "tasks_per_s", "value": round(float64(n) / elapsed.Seconds()),
 		"n": n, "batch": c.batch, "conns": c.batchConns, "payload": c.payload, "seconds": round(elapsed.Seconds()), "client": c.client,
 		"truncated": n < c.nBatch/c.batch*c.batch, "call_p50_ms": p50, "call_p99_ms": p99,
-	})
+	}))
 	return nil
 }
 
@@ -512,6 +570,7 @@ func scenarioDispatch(c config, sv *service) error {
 		}
 		sent += k
 	}
+	cpu := sv.mark()
 	start := time.Now()
 	if err := sv.call(sv.hc, "POST", "/v1/queues/"+q+"/resume", nil, http.StatusNoContent, nil); err != nil {
 		return err
@@ -542,11 +601,11 @@ func scenarioDispatch(c config, sv *service) error {
 	if drained == 0 {
 		return fmt.Errorf("serve-dispatch: %d tasks still unfinished after %v", n, c.maxDuration)
 	}
-	emit(c, "serve-dispatch", map[string]any{
+	emit(c, "serve-dispatch", with(cpu.fields(int(got)), map[string]any{
 		"metric": "requests_per_s", "value": round(float64(got) / elapsed.Seconds()),
 		"n": got, "concurrency": c.dispatchConc, "payload": c.payload, "seconds": round(elapsed.Seconds()),
 		"truncated": got < n, "completed_per_s": round(float64(got) / drained.Seconds()), "drained_s": round(drained.Seconds()),
-	})
+	}))
 	return nil
 }
 
