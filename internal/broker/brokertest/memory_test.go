@@ -242,7 +242,7 @@ func (b *memBroker) Fetch(_ context.Context, p broker.FetchParams) ([]*broker.Le
 		id := q.pending[0]
 		q.pending = q.pending[1:]
 		t := q.tasks[id]
-		t.state, t.deadline, t.token = base.StateActive, deadline, newToken()
+		t.state, t.deadline, t.token = base.StateActive, deadline, p.ServerID+"/"+newToken()
 		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: deadline, Duration: lease})
 	}
 	b.spend(q, len(out))
