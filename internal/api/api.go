@@ -29,6 +29,7 @@ import (
 	"github.com/htqueue/htq/internal/metrics"
 	"github.com/htqueue/htq/internal/model"
 	"github.com/htqueue/htq/internal/storage"
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -115,6 +116,10 @@ type Options struct {
 	// (htq.ClientOptions.RetryFor; htq serve gives its storage timeout, so
 	// that an outage answers within it). 0: htq.DefaultRetryFor.
 	EnqueueRetryFor time.Duration
+
+	// clock drives the handler's background loops (tests; default the
+	// real clock).
+	clock clockwork.Clock
 }
 
 // handler serves every route.
@@ -137,6 +142,7 @@ type store interface {
 	Forward(ctx context.Context, queue string, limit int) (broker.ForwardResult, error)
 	GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskInfo, error)
 	Subscribe(ctx context.Context) (<-chan broker.Event, error)
+	WriteServerState(ctx context.Context, info *base.ServerInfo, ttl time.Duration) error
 }
 
 type handler struct {
@@ -152,6 +158,8 @@ type handler struct {
 	token     []byte
 	hub       *hub
 	upkeep    *upkeep
+	sampler   *sampler
+	workers   *pullWorkers
 	mux       *http.ServeMux
 }
 
@@ -187,6 +195,9 @@ func New(opts Options) (http.Handler, error) {
 	if opts.Context == nil {
 		opts.Context = context.Background()
 	}
+	if opts.clock == nil {
+		opts.clock = clockwork.NewRealClock()
+	}
 	var b store = storage.BrokerOf(opts.Storage)
 	if opts.Meta == nil {
 		opts.Meta = b
@@ -219,6 +230,11 @@ func New(opts Options) (http.Handler, error) {
 	if err := registerMetrics(reg, opts.Metrics, h.collectQueues); err != nil {
 		return nil, err
 	}
+	h.sampler = newSampler(opts.clock, h.inspector, h.logger)
+	h.sampler.sample() // the series start with the handler
+	go h.sampler.run(opts.Context)
+	h.workers = newPullWorkers(b, opts.clock, h.logger)
+	go h.workers.run(opts.Context)
 	h.mux = h.routes(reg)
 	return h, nil
 }
@@ -307,6 +323,15 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 	v1("POST /v1/schedules", h.createSchedule)
 	v1("GET /v1/schedules/{id}", h.getSchedule)
 	v1("DELETE /v1/schedules/{id}", h.deleteSchedule)
+
+	// The Inspector's views and bulk actions (admin.go, scheduler.go).
+	v1("POST /v1/queues/{queue}/bulk", h.bulk)
+	v1("GET /v1/queues/{queue}/history", h.history)
+	v1("GET /v1/queues/{queue}/series", h.series)
+	v1("GET /v1/queues/{queue}/groups", h.groups)
+	v1("GET /v1/servers", h.servers)
+	v1("GET /v1/schedules/{id}/history", h.scheduleHistory)
+	v1("GET /v1/scheduler-entries", h.schedulerEntries)
 
 	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	v1(routeV1Fallback, h.noRoute)

@@ -1,0 +1,147 @@
+package api
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/model"
+)
+
+// scheduleJSON is a stored schedule with the fire times its live
+// schedulers report.
+type scheduleJSON struct {
+	*model.Schedule
+	// NextRunAt and PrevRunAt are absent while no scheduler holds the
+	// schedule (it is picked up within the reload interval) and before
+	// its first tick.
+	NextRunAt *time.Time `json:"next_run_at,omitempty"`
+	PrevRunAt *time.Time `json:"prev_run_at,omitempty"`
+}
+
+// entryRuns is an entry's next and previous tick over every scheduler
+// that holds it.
+type entryRuns struct{ next, prev time.Time }
+
+// scheduleRuns reads the entries of every live scheduler and returns the
+// earliest next and latest previous tick of each entry ID.
+func (h *handler) scheduleRuns() (map[string]entryRuns, error) {
+	entries, err := h.inspector.SchedulerEntries()
+	if err != nil {
+		return nil, err
+	}
+	runs := make(map[string]entryRuns, len(entries))
+	for _, e := range entries {
+		r, seen := runs[e.ID]
+		if !seen || e.Next.Before(r.next) {
+			r.next = e.Next
+		}
+		if e.Prev.After(r.prev) {
+			r.prev = e.Prev
+		}
+		runs[e.ID] = r
+	}
+	return runs, nil
+}
+
+func newScheduleJSON(s *model.Schedule, runs map[string]entryRuns) *scheduleJSON {
+	r := runs[s.ID]
+	return &scheduleJSON{Schedule: s, NextRunAt: timePtr(r.next), PrevRunAt: timePtr(r.prev)}
+}
+
+// enqueueJSON is one tick of a schedule: the task enqueued, or the error.
+type enqueueJSON struct {
+	Tick        time.Time `json:"tick"`
+	EnqueuedAt  time.Time `json:"enqueued_at"`
+	TaskID      string    `json:"task_id,omitempty"`
+	SchedulerID string    `json:"scheduler_id"`
+	Error       string    `json:"error,omitempty"`
+}
+
+// scheduleHistory: GET /v1/schedules/{id}/history answers the last
+// enqueues of a stored schedule or of any live scheduler's entry (a Go
+// program's), newest first.
+func (h *handler) scheduleHistory(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	_, err := h.loadSchedule(r.Context(), id)
+	if errors.Is(err, base.ErrNotFound) {
+		var runs map[string]entryRuns
+		if runs, err = h.scheduleRuns(); err == nil {
+			if _, live := runs[id]; !live {
+				err = fmt.Errorf("schedule %s: no stored schedule or live scheduler entry has this ID: %w", id, base.ErrNotFound)
+			}
+		}
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	events, err := h.inspector.ListSchedulerEnqueueEvents(id)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		History []enqueueJSON `json:"history"`
+	}{make([]enqueueJSON, len(events))}
+	for k, ev := range events {
+		out.History[k] = enqueueJSON{Tick: ev.Tick.UTC(), EnqueuedAt: ev.EnqueuedAt.UTC(), TaskID: ev.TaskID, SchedulerID: ev.SchedulerID, Error: ev.Error}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// entryJSON is one periodic task of a live scheduler.
+type entryJSON struct {
+	ID            string          `json:"id"`
+	SchedulerID   string          `json:"scheduler_id"`
+	Spec          string          `json:"spec"`
+	Type          string          `json:"type"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadBase64 string          `json:"payload_base64,omitempty"`
+	Options       []string        `json:"options"`
+	NextRunAt     time.Time       `json:"next_run_at"`
+	PrevRunAt     *time.Time      `json:"prev_run_at,omitempty"`
+}
+
+// schedulerEntries: GET /v1/scheduler-entries lists the entries of every
+// live Scheduler (htq serve's and Go programs'), one per scheduler and
+// entry, by entry ID.
+func (h *handler) schedulerEntries(w http.ResponseWriter, r *http.Request) {
+	entries, err := h.inspector.SchedulerEntries()
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		Entries []entryJSON `json:"entries"`
+	}{make([]entryJSON, len(entries))}
+	for k, e := range entries {
+		out.Entries[k] = newEntryJSON(e)
+	}
+	sort.Slice(out.Entries, func(i, j int) bool {
+		a, b := out.Entries[i], out.Entries[j]
+		return a.ID < b.ID || a.ID == b.ID && a.SchedulerID < b.SchedulerID
+	})
+	writeJSON(w, http.StatusOK, out)
+}
+
+func newEntryJSON(e *htq.SchedulerEntry) entryJSON {
+	opts := e.Opts
+	if opts == nil {
+		opts = []string{}
+	}
+	out := entryJSON{ID: e.ID, SchedulerID: e.SchedulerID, Spec: e.Spec, Type: e.Task.Type(),
+		Options: opts, NextRunAt: e.Next.UTC(), PrevRunAt: timePtr(e.Prev)}
+	if raw, ok := rawJSON(e.Task.Payload()); ok {
+		out.Payload = raw
+	} else if len(e.Task.Payload()) > 0 {
+		out.PayloadBase64 = base64.StdEncoding.EncodeToString(e.Task.Payload())
+	}
+	return out
+}
