@@ -116,6 +116,10 @@ type Options struct {
 	// (htq.ClientOptions.RetryFor; htq serve gives its storage timeout, so
 	// that an outage answers within it). 0: htq.DefaultRetryFor.
 	EnqueueRetryFor time.Duration
+	// CORSOrigins lists the origins (scheme://host[:port], or "*" for
+	// any) whose browsers may call /v1; empty: none (CORS is off). See
+	// CheckCORSOrigins.
+	CORSOrigins []string
 
 	// clock drives the handler's background loops (tests; default the
 	// real clock).
@@ -160,7 +164,8 @@ type handler struct {
 	upkeep    *upkeep
 	sampler   *sampler
 	workers   *pullWorkers
-	mux       *http.ServeMux
+	mux       *http.ServeMux // the routes (noRoute asks it which methods a path takes)
+	serve     http.Handler   // mux behind the CORS rule
 }
 
 // New returns the HTTP handler of htq serve.
@@ -197,6 +202,9 @@ func New(opts Options) (http.Handler, error) {
 	}
 	if opts.clock == nil {
 		opts.clock = clockwork.NewRealClock()
+	}
+	if err := CheckCORSOrigins(opts.CORSOrigins); err != nil {
+		return nil, fmt.Errorf("api: Options.CORSOrigins: %w", err)
 	}
 	var b store = storage.BrokerOf(opts.Storage)
 	if opts.Meta == nil {
@@ -236,6 +244,7 @@ func New(opts Options) (http.Handler, error) {
 	h.workers = newPullWorkers(b, opts.clock, h.logger)
 	go h.workers.run(opts.Context)
 	h.mux = h.routes(reg)
+	h.serve = newCORS(opts.CORSOrigins).wrap(h.mux)
 	return h, nil
 }
 
@@ -250,7 +259,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
-	h.mux.ServeHTTP(sw, r)
+	h.serve.ServeHTTP(sw, r)
 	route := r.Pattern
 	if route == routeV1Fallback || route == routeFallback {
 		route = "" // no route took it: counted as unmatched

@@ -199,6 +199,7 @@ func TestBadConfig(t *testing.T) {
 		{"bad secret", func(c *service.Config) { c.SigningSecrets = []string{"whsec_notbase64!"} }, []string{"signing-secrets"}},
 		{"three secrets", func(c *service.Config) { c.SigningSecrets = []string{testSecret, testSecret, testSecret} }, []string{"signing-secrets"}},
 		{"bad allowlist", func(c *service.Config) { c.AllowTargets = []string{"10.0.0.0/33"} }, []string{"allow-targets"}},
+		{"bad CORS origin", func(c *service.Config) { c.CORSOrigins = []string{"dash.example.com"} }, []string{"cors-origins", "dash.example.com"}},
 		{"tz", func(c *service.Config) { c.TimeZone = "Mars/Olympus" }, []string{"tz", "Mars/Olympus"}},
 		{"concurrency", func(c *service.Config) { c.Concurrency = -1 }, []string{"concurrency"}},
 		{"write timeout", func(c *service.Config) { c.WriteTimeout = 10 * time.Second }, []string{"write-timeout"}},

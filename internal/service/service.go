@@ -170,6 +170,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		DispatchTimeout:    cfg.DispatchTimeout,
 		MetricsAuth:        cfg.metricsAuth(),
 		EnqueueRetryFor:    cfg.StorageTimeout,
+		CORSOrigins:        cfg.CORSOrigins,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: API: %w", err)
