@@ -34,6 +34,7 @@ import (
 type Broker interface {
 	Admin
 	MetaStore
+	EventLog
 
 	// Ping checks that the storage answers.
 	Ping(ctx context.Context) error
