@@ -147,6 +147,8 @@ type store interface {
 	GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskInfo, error)
 	Subscribe(ctx context.Context) (<-chan broker.Event, error)
 	WriteServerState(ctx context.Context, info *base.ServerInfo, ttl time.Duration) error
+	ReadEvents(ctx context.Context, p broker.ReadEventsParams) (*broker.EventBatch, error)
+	Queues(ctx context.Context) ([]string, error)
 }
 
 type handler struct {
@@ -164,6 +166,7 @@ type handler struct {
 	upkeep    *upkeep
 	sampler   *sampler
 	workers   *pullWorkers
+	eventHub  *eventHub
 	mux       *http.ServeMux // the routes (noRoute asks it which methods a path takes)
 	serve     http.Handler   // mux behind the CORS rule
 }
@@ -243,6 +246,7 @@ func New(opts Options) (http.Handler, error) {
 	go h.sampler.run(opts.Context)
 	h.workers = newPullWorkers(b, opts.clock, h.logger)
 	go h.workers.run(opts.Context)
+	h.eventHub = newEventHub(opts.Context, b, h.logger)
 	h.mux = h.routes(reg)
 	h.serve = newCORS(opts.CORSOrigins).wrap(h.mux)
 	return h, nil
@@ -341,6 +345,7 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 	v1("GET /v1/servers", h.servers)
 	v1("GET /v1/schedules/{id}/history", h.scheduleHistory)
 	v1("GET /v1/scheduler-entries", h.schedulerEntries)
+	v1("GET /v1/events", h.events)
 
 	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	v1(routeV1Fallback, h.noRoute)

@@ -58,6 +58,26 @@ func (e *env) conforms(method, pattern string, status int, data []byte) {
 	}
 }
 
+// conformsTo fails the test unless data is what the document's schema
+// name describes (as conforms checks an answer).
+func (e *env) conformsTo(name string, data []byte) {
+	e.t.Helper()
+	ref := openAPIDoc(e.t).Components.Schemas[name]
+	if ref == nil {
+		e.t.Fatalf("the document has no schema %s", name)
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		e.t.Fatalf("schema %s: %v", name, err)
+	}
+	if err := ref.Value.VisitJSON(v, openapi3.MultiErrors()); err != nil {
+		e.t.Errorf("%s does not match schema %s: %v", data, name, err)
+	}
+	if extra := undocumented(ref.Value, v, ""); len(extra) > 0 {
+		e.t.Errorf("%s: fields missing from schema %s: %s", data, name, strings.Join(extra, ", "))
+	}
+}
+
 // undocumented lists the object fields of v that schema does not name.
 func undocumented(schema *openapi3.Schema, v any, at string) []string {
 	var out []string
