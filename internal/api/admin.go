@@ -67,6 +67,14 @@ func bulkStates(action string) string {
 	return strings.Join(names, ", ")
 }
 
+// knownQueue returns the queue the request's path names, or an error
+// when the queue does not exist (404) or its name is malformed (400).
+func (h *handler) knownQueue(r *http.Request) (string, error) {
+	queue := r.PathValue("queue")
+	_, _, err := h.lookupQueue(r.Context(), queue)
+	return queue, err
+}
+
 // bulk: POST /v1/queues/{queue}/bulk runs, archives or deletes every task
 // of one state of the queue and answers how many it changed.
 func (h *handler) bulk(w http.ResponseWriter, r *http.Request) {
@@ -80,8 +88,8 @@ func (h *handler) bulk(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	queue := r.PathValue("queue")
-	if _, _, err := h.lookupQueue(r.Context(), queue); err != nil {
+	queue, err := h.knownQueue(r)
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -154,8 +162,8 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	queue := r.PathValue("queue")
-	if _, _, err := h.lookupQueue(r.Context(), queue); err != nil {
+	queue, err := h.knownQueue(r)
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -193,8 +201,8 @@ func (h *handler) series(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	queue := r.PathValue("queue")
-	if _, _, err := h.lookupQueue(r.Context(), queue); err != nil {
+	queue, err := h.knownQueue(r)
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -211,8 +219,8 @@ type groupJSON struct {
 // groups: GET /v1/queues/{queue}/groups lists the queue's groups of
 // aggregating tasks with their sizes, by name.
 func (h *handler) groups(w http.ResponseWriter, r *http.Request) {
-	queue := r.PathValue("queue")
-	if _, _, err := h.lookupQueue(r.Context(), queue); err != nil {
+	queue, err := h.knownQueue(r)
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}

@@ -58,14 +58,20 @@ func newSampler(clock clockwork.Clock, insp *htq.Inspector, logger *slog.Logger)
 
 // run samples every sampleEvery until ctx is done.
 func (s *sampler) run(ctx context.Context) {
-	ticker := s.clock.NewTicker(sampleEvery)
+	every(ctx, s.clock, sampleEvery, func(context.Context) { s.sample() })
+}
+
+// every calls fn every d of clock until ctx is done: the loop of the
+// handler's background jobs.
+func every(ctx context.Context, clock clockwork.Clock, d time.Duration, fn func(context.Context)) {
+	ticker := clock.NewTicker(d)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.Chan():
-			s.sample()
+			fn(ctx)
 		}
 	}
 }

@@ -196,18 +196,7 @@ func (w *pullWorkers) finished(token, queue, id string) {
 }
 
 // run writes the records every workerFlushEvery until ctx is done.
-func (w *pullWorkers) run(ctx context.Context) {
-	ticker := w.clock.NewTicker(workerFlushEvery)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.Chan():
-			w.flush(ctx)
-		}
-	}
-}
+func (w *pullWorkers) run(ctx context.Context) { every(ctx, w.clock, workerFlushEvery, w.flush) }
 
 // flush forgets the workers silent for workerTTL (their records expire)
 // and the tasks whose lease ran out, and writes the records that changed

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -194,22 +195,11 @@ func CompareEventIDs(a, b string) int {
 	}
 	am, an, ak, _ := ParseEventID(a)
 	bm, bn, bk, _ := ParseEventID(b)
-	switch {
-	case am != bm:
-		return cmpUint(am, bm)
-	case an != bn:
-		return cmpUint(an, bn)
-	default:
-		return cmpUint(ak, bk)
+	if c := cmp.Compare(am, bm); c != 0 {
+		return c
 	}
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+	if c := cmp.Compare(an, bn); c != 0 {
+		return c
 	}
-	return 0
+	return cmp.Compare(ak, bk)
 }

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -62,23 +63,13 @@ func (r *eventRing) at(i int) broker.LogEvent {
 func (r *eventRing) cmpAt(i int, c string) int {
 	e := &r.events[(r.head+i)%len(r.events)]
 	ms, n, k, _ := broker.ParseEventID(c)
-	switch {
-	case e.ms != ms:
-		return cmpU(e.ms, ms)
-	case e.n != n:
-		return cmpU(e.n, n)
+	if c := cmp.Compare(e.ms, ms); c != 0 {
+		return c
 	}
-	return cmpU(0, k)
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+	if c := cmp.Compare(e.n, n); c != 0 {
+		return c
 	}
-	return 0
+	return cmp.Compare(0, k)
 }
 
 // after returns up to limit events after cursor c (a valid ID or
