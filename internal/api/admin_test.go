@@ -428,3 +428,33 @@ func TestScheduleRunsAndHistory(t *testing.T) {
 		}
 	})
 }
+
+// TestGoSchedulerHistory: the history of a Go program's scheduler entry
+// (not stored through the API) stays readable after its scheduler stops.
+func TestGoSchedulerHistory(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		fired := make(chan string, 10)
+		sched := htq.NewScheduler(e.st, &htq.SchedulerOpts{Logger: discardLogger(), PostEnqueueFunc: func(info *htq.TaskInfo, err error) {
+			if err == nil {
+				fired <- info.ID
+			}
+		}})
+		id, err := sched.Register("@every 1s", htq.NewTask("tick", nil), htq.Queue("cron"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sched.Start(); err != nil {
+			t.Fatal(err)
+		}
+		task := <-fired
+		sched.Shutdown()
+		var hist struct{ History []enqueueJSON }
+		e.must(http.StatusOK, "GET", "/v1/schedules/"+id+"/history", nil, &hist)
+		if len(hist.History) == 0 || hist.History[len(hist.History)-1].TaskID != task {
+			t.Errorf("history %+v, want it to end with %s", hist, task)
+		}
+		if status, data := e.call("GET", "/v1/schedules/"+id, nil, nil); status != http.StatusNotFound || errCode(data) != codeNotFound {
+			t.Errorf("GET of an entry that is not a stored schedule: %d %s", status, data)
+		}
+	})
+}

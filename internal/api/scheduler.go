@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -65,24 +66,15 @@ type enqueueJSON struct {
 }
 
 // scheduleHistory: GET /v1/schedules/{id}/history answers the last
-// enqueues of a stored schedule or of any live scheduler's entry (a Go
-// program's), newest first.
+// enqueues of a stored schedule or of any scheduler's entry (a Go
+// program's), newest first. An ID with no history that is neither a
+// stored schedule nor a live entry is not found.
 func (h *handler) scheduleHistory(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	_, err := h.loadSchedule(r.Context(), id)
-	if errors.Is(err, base.ErrNotFound) {
-		var runs map[string]entryRuns
-		if runs, err = h.scheduleRuns(); err == nil {
-			if _, live := runs[id]; !live {
-				err = fmt.Errorf("schedule %s: no stored schedule or live scheduler entry has this ID: %w", id, base.ErrNotFound)
-			}
-		}
-	}
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
 	events, err := h.inspector.ListSchedulerEnqueueEvents(id)
+	if err == nil && len(events) == 0 {
+		err = h.knownSchedule(r.Context(), id)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -94,6 +86,23 @@ func (h *handler) scheduleHistory(w http.ResponseWriter, r *http.Request) {
 		out.History[k] = enqueueJSON{Tick: ev.Tick.UTC(), EnqueuedAt: ev.EnqueuedAt.UTC(), TaskID: ev.TaskID, SchedulerID: ev.SchedulerID, Error: ev.Error}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// knownSchedule fails with base.ErrNotFound unless id is a stored
+// schedule or the entry of a live scheduler.
+func (h *handler) knownSchedule(ctx context.Context, id string) error {
+	_, err := h.loadSchedule(ctx, id)
+	if !errors.Is(err, base.ErrNotFound) {
+		return err
+	}
+	runs, err := h.scheduleRuns()
+	if err != nil {
+		return err
+	}
+	if _, live := runs[id]; !live {
+		return fmt.Errorf("schedule %s: no stored schedule, live scheduler entry or history has this ID: %w", id, base.ErrNotFound)
+	}
+	return nil
 }
 
 // entryJSON is one periodic task of a live scheduler.
