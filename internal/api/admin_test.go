@@ -29,6 +29,18 @@ func (e *env) enqueueN(queue string, n int, opts map[string]any) []string {
 	return ids
 }
 
+// enqueueGroup enqueues n tasks into a group of queue through the Go
+// library (the HTTP API refuses groups: htq serve runs no aggregator).
+func (e *env) enqueueGroup(queue, group string, n int) {
+	e.t.Helper()
+	c := htq.NewClient(e.st)
+	for range n {
+		if _, err := c.Enqueue(htq.NewTask("work", nil), htq.Queue(queue), htq.Group(group)); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
 // waitUntil polls cond every 10 ms until it holds or d passes (the state
 // it waits for is written by another process's loop, not signalled).
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -46,7 +58,7 @@ func TestBulkActions(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		sched := e.enqueueN("jobs", 3, map[string]any{"delay": "1h"})
 		e.enqueueN("jobs", 2, nil)
-		e.enqueueN("jobs", 2, map[string]any{"group": "g1"})
+		e.enqueueGroup("jobs", "g1", 2)
 		e.must(http.StatusNoContent, "POST", "/v1/queues/jobs/tasks/"+sched[0]+"/archive", nil, nil)
 
 		var got bulkResponse
@@ -112,8 +124,8 @@ func TestBulkActions(t *testing.T) {
 func TestHistoryGroupsAndSeries(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.enqueueN("jobs", 3, nil)
-		e.enqueueN("jobs", 2, map[string]any{"group": "g1"})
-		e.enqueueN("jobs", 1, map[string]any{"group": "g0"})
+		e.enqueueGroup("jobs", "g1", 2)
+		e.enqueueGroup("jobs", "g0", 1)
 		var fr fetchResponse
 		e.must(http.StatusOK, "POST", "/v1/fetch", map[string]any{"queues": []string{"jobs"}, "count": 2}, &fr)
 		e.must(http.StatusNoContent, "POST", "/v1/queues/jobs/tasks/"+fr.Tasks[0].ID+"/ack", map[string]any{"token": fr.Tasks[0].Token}, nil)
@@ -367,7 +379,7 @@ func TestScheduleRunsAndHistory(t *testing.T) {
 		var s model.Schedule
 		e.must(http.StatusCreated, "POST", "/v1/schedules", map[string]any{"cron": "@every 1s", "queue": "reports",
 			"task": map[string]any{"type": "report", "payload": map[string]any{"k": 1}}}, &s)
-		var sj scheduleJSON
+		var sj model.ScheduleView
 		e.must(http.StatusOK, "GET", "/v1/schedules/"+s.ID, nil, &sj)
 		if sj.ID != s.ID || sj.NextRunAt != nil || sj.PrevRunAt != nil {
 			t.Errorf("schedule before any scheduler holds it: %+v", sj)
@@ -396,7 +408,7 @@ func TestScheduleRunsAndHistory(t *testing.T) {
 		if sj.NextRunAt == nil || sj.PrevRunAt == nil || !sj.NextRunAt.After(*sj.PrevRunAt) {
 			t.Errorf("schedule with a scheduler: next %v prev %v", sj.NextRunAt, sj.PrevRunAt)
 		}
-		var all struct{ Schedules []scheduleJSON }
+		var all struct{ Schedules []model.ScheduleView }
 		if e.must(http.StatusOK, "GET", "/v1/schedules", nil, &all); len(all.Schedules) != 1 || all.Schedules[0].NextRunAt == nil {
 			t.Errorf("schedules %+v", all)
 		}

@@ -15,17 +15,6 @@ import (
 	"github.com/htqueue/htq/internal/model"
 )
 
-// scheduleJSON is a stored schedule with the fire times its live
-// schedulers report.
-type scheduleJSON struct {
-	*model.Schedule
-	// NextRunAt and PrevRunAt are absent while no scheduler holds the
-	// schedule (it is picked up within the reload interval) and before
-	// its first tick.
-	NextRunAt *time.Time `json:"next_run_at,omitempty"`
-	PrevRunAt *time.Time `json:"prev_run_at,omitempty"`
-}
-
 // entryRuns is an entry's next and previous tick over every scheduler
 // that holds it.
 type entryRuns struct{ next, prev time.Time }
@@ -51,9 +40,11 @@ func (h *handler) scheduleRuns() (map[string]entryRuns, error) {
 	return runs, nil
 }
 
-func newScheduleJSON(s *model.Schedule, runs map[string]entryRuns) *scheduleJSON {
+// newScheduleView shows a stored schedule with the fire times its live
+// schedulers report.
+func newScheduleView(s *model.Schedule, runs map[string]entryRuns) *model.ScheduleView {
 	r := runs[s.ID]
-	return &scheduleJSON{Schedule: s, NextRunAt: timePtr(r.next), PrevRunAt: timePtr(r.prev)}
+	return &model.ScheduleView{Schedule: s, NextRunAt: timePtr(r.next), PrevRunAt: timePtr(r.prev)}
 }
 
 // enqueueJSON is one tick of a schedule: the task enqueued, or the error.

@@ -119,7 +119,7 @@ func (h *handler) getSchedule(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newScheduleJSON(s, runs))
+	writeJSON(w, http.StatusOK, newScheduleView(s, runs))
 }
 
 // listSchedules: GET /v1/schedules.
@@ -135,10 +135,10 @@ func (h *handler) listSchedules(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := struct {
-		Schedules []*scheduleJSON `json:"schedules"`
-	}{make([]*scheduleJSON, len(list))}
+		Schedules []*model.ScheduleView `json:"schedules"`
+	}{make([]*model.ScheduleView, len(list))}
 	for k, s := range list {
-		out.Schedules[k] = newScheduleJSON(s, runs)
+		out.Schedules[k] = newScheduleView(s, runs)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
