@@ -1,8 +1,10 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -260,7 +262,8 @@ type workerJSON struct {
 	Started time.Time `json:"started"`
 }
 
-// servers: GET /v1/servers lists the live servers and the tasks each runs.
+// servers: GET /v1/servers lists the live servers and the tasks each runs,
+// by ID.
 func (h *handler) servers(w http.ResponseWriter, r *http.Request) {
 	list, err := h.inspector.Servers()
 	if err != nil {
@@ -282,5 +285,6 @@ func (h *handler) servers(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Servers[k] = sj
 	}
+	slices.SortFunc(out.Servers, func(a, b serverJSON) int { return cmp.Compare(a.ID, b.ID) })
 	writeJSON(w, http.StatusOK, out)
 }
