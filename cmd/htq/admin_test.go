@@ -147,7 +147,7 @@ func TestCLIAdmin(t *testing.T) {
 			}
 			c := htq.NewClient(st)
 			for range 3 {
-				if _, err := c.Enqueue(htq.NewTask("digest", nil), htq.Queue("jobs"), htq.Group("user:42")); err != nil {
+				if _, err := c.Enqueue(htq.NewTask("digest", nil), htq.Queue("jobs"), htq.Group("user-42")); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -161,17 +161,17 @@ func TestCLIAdmin(t *testing.T) {
 			}
 		}
 		cli.okJSON(&groups, "group", "ls", "jobs")
-		if want > 0 && (len(groups.Groups) != 1 || groups.Groups[0].Group != "user:42" || groups.Groups[0].Size != want) ||
+		if want > 0 && (len(groups.Groups) != 1 || groups.Groups[0].Group != "user-42" || groups.Groups[0].Size != want) ||
 			want == 0 && len(groups.Groups) != 0 {
 			t.Errorf("htq group ls --json: %+v", groups)
 		}
-		if out := cli.ok("group", "ls", "jobs"); !strings.HasPrefix(out, "GROUP") || want > 0 && !strings.Contains(out, "user:42") {
+		if out := cli.ok("group", "ls", "jobs"); !strings.HasPrefix(out, "GROUP") || want > 0 && !strings.Contains(out, "user-42") {
 			t.Errorf("htq group ls:\n%s", out)
 		}
 		if want > 0 {
 			var rep bulkReport
-			cli.okJSON(&rep, "task", "archive", "jobs", "--state", "aggregating", "--group", "user:42", "--all")
-			if rep != (bulkReport{Queue: "jobs", State: "aggregating", Group: "user:42", Action: "archive", Count: 3}) {
+			cli.okJSON(&rep, "task", "archive", "jobs", "--state", "aggregating", "--group", "user-42", "--all")
+			if rep != (bulkReport{Queue: "jobs", State: "aggregating", Group: "user-42", Action: "archive", Count: 3}) {
 				t.Errorf("archive --all of a group: %+v", rep)
 			}
 		}
@@ -219,6 +219,12 @@ func TestCLIAdmin(t *testing.T) {
 			t.Errorf("schedule inspect --json: %+v", insp)
 		}
 		cli.ok("schedule", "rm", s.ID)
+		// The history goes with the schedule; the ID stays known while
+		// htq serve's scheduler still holds it (it reloads at once, in the
+		// background).
+		waitFor(t, 10*time.Second, "schedule history of a removed schedule to fail", func() bool {
+			return cli.run("", "schedule", "history", s.ID).code == exitNotFound
+		})
 		cli.fails(exitNotFound, []string{s.ID}, "schedule", "history", s.ID)
 		cli.fails(exitNotFound, []string{"not found"}, "schedule", "inspect", s.ID)
 	})

@@ -65,13 +65,13 @@ var errEnough = errors.New("enough events")
 // is the error; an interrupt is a normal end.
 func (r *remote) follow(ctx context.Context, c *apiclient.Client, q apiclient.EventsQuery, limit int) error {
 	n := 0
-	if !r.json {
-		fmt.Fprintf(r.stdout, "%-23s  %-9s  %-16s  %-36s  %-11s  %s\n", "TIME", "EVENT", "QUEUE", "TASK", "STATE", "ID")
-	}
 	for {
 		err := c.Events(ctx, q, func(ev *apiclient.Event) error {
 			if ev.ID != "" {
 				q.After = ev.ID
+			}
+			if n == 0 && !r.json {
+				fmt.Fprintf(r.stdout, "%-23s  %-9s  %-16s  %-36s  %-11s  %s\n", "TIME", "EVENT", "QUEUE", "TASK", "STATE", "ID")
 			}
 			if err := r.printEvent(ev); err != nil {
 				return err

@@ -72,7 +72,7 @@ func newGroupCmd(r *remote) *cobra.Command {
 		Use:     "ls QUEUE",
 		Aliases: []string{"list"},
 		Short:   "List the groups of QUEUE that hold aggregating tasks, with their sizes",
-		Example: "  htq group ls digest\n  htq task ls digest --state aggregating --group user:42",
+		Example: "  htq group ls digest\n  htq task ls digest --state aggregating --group user-42",
 		Args:    wantArgs("QUEUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {

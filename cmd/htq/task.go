@@ -71,7 +71,7 @@ func newTaskLsCmd(r *remote) *cobra.Command {
 		Use:     "ls QUEUE",
 		Aliases: []string{"list"},
 		Short:   "List a queue's tasks in one state, a page at a time",
-		Example: "  htq task ls mail\n  htq task ls mail --state retry --size 100 --page 2\n  htq task ls digest --state aggregating --group user:42",
+		Example: "  htq task ls mail\n  htq task ls mail --state retry --size 100 --page 2\n  htq task ls digest --state aggregating --group user-42",
 		Args:    wantArgs("QUEUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := stateFlag(state, taskStates); err != nil {
