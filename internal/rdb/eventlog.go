@@ -3,6 +3,7 @@ package rdb
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -190,6 +191,7 @@ func addEntries(q string, entries []rueidis.XRangeEntry, skip, limit int, out *b
 }
 
 // decodeLogEntry turns a stream entry written by log_event or log_events
+// (lib.lua: one pair kind → states and task IDs, E the error, T the time)
 // into its events.
 func decodeLogEntry(q string, e rueidis.XRangeEntry) ([]broker.LogEvent, error) {
 	bad := func(what string) ([]broker.LogEvent, error) {
@@ -199,24 +201,31 @@ func decodeLogEntry(q string, e rueidis.XRangeEntry) ([]broker.LogEvent, error) 
 	if err != nil {
 		return bad("bad ID")
 	}
-	f := e.FieldValues
-	kind, ok := logKinds[f["k"]]
-	if !ok {
-		return bad(fmt.Sprintf("unknown kind %q", f["k"]))
+	var letter, body string
+	pairs := 0
+	for field, value := range e.FieldValues {
+		if field != "E" && field != "T" {
+			letter, body = field, value
+			pairs++
+		}
+	}
+	kind, ok := logKinds[letter]
+	if pairs != 1 || !ok {
+		return bad(fmt.Sprintf("no kind, or an unknown one: %v", slices.Sorted(maps.Keys(e.FieldValues))))
 	}
 	at := time.UnixMilli(int64(ms))
-	if t := f["t"]; t != "" {
+	if t := e.FieldValues["T"]; t != "" {
 		tms, err := strconv.ParseInt(t, 10, 64)
 		if err != nil {
 			return bad("bad time")
 		}
 		at = time.UnixMilli(tms)
 	}
-	ev := broker.LogEvent{ID: e.ID, Queue: q, Kind: kind, Error: f["e"], Time: at}
-	ids, states := f["i"], f["s"]
-	if ids == "" {
+	ev := broker.LogEvent{ID: e.ID, Queue: q, Kind: kind, Error: e.FieldValues["E"], Time: at}
+	if body == "" {
 		return []broker.LogEvent{ev}, nil // a queue's own event
 	}
+	states, ids, _ := strings.Cut(body, "\n")
 	tasks := strings.Split(ids, "\n")
 	if len(states) != len(tasks) {
 		return bad(fmt.Sprintf("%d task IDs but %d states", len(tasks), len(states)))

@@ -28,9 +28,9 @@ if redis.call('LPUSH', KEYS[2], ARGV[2]) == 1 then
 end
 if ARGV[7] ~= '0' then
   if ARGV[6] == '' then
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'k', 'e', 'i', ARGV[2], 's', '2')
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', '2\n' .. ARGV[2])
   else
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'k', 'e', 'i', ARGV[2], 's', '2', 't', ARGV[6])
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', '2\n' .. ARGV[2], 'T', ARGV[6])
   end
 end
 return 2
