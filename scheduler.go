@@ -261,6 +261,7 @@ func (s *Scheduler) fireDue(ctx context.Context, admin broker.Admin) {
 			continue // another scheduler enqueued this tick
 		}
 		info, err := s.client.EnqueueContext(ctx, e.task, e.opts...)
+		s.recordEnqueue(ctx, brokerOf(s.s), e, tick, info, err)
 		if s.opts.PostEnqueueFunc != nil {
 			s.opts.PostEnqueueFunc(info, err)
 		}

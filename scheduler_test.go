@@ -63,6 +63,26 @@ func TestSchedulersEnqueueEachTickOnce(t *testing.T) {
 			t.Fatalf("entry %s: prev %v next %v, want %v and a second later", e.ID, e.Prev, e.Next, last)
 		}
 	}
+	// The history keeps the last 20 ticks, newest first, each with the
+	// task its claimer enqueued.
+	hist, err := insp.ListSchedulerEnqueueEvents(entries[0].ID)
+	if err != nil || len(hist) != 20 {
+		t.Fatalf("history: %d events, %v; want 20", len(hist), err)
+	}
+	for k, ev := range hist {
+		if want := last.Add(-time.Duration(k) * time.Second); !ev.Tick.Equal(want) || ev.Error != "" || ev.SchedulerID == "" {
+			t.Fatalf("history[%d] = %+v, want tick %v", k, ev, want)
+		}
+		if ti, err := insp.GetTaskInfo("cron", ev.TaskID); err != nil || ti.Type != "tick" {
+			t.Fatalf("history[%d]: task %q: %v", k, ev.TaskID, err)
+		}
+	}
+	if hist, err := insp.ListSchedulerEnqueueEvents("never-fired"); err != nil || len(hist) != 0 {
+		t.Fatalf("history of an entry that never fired: %v, %v", hist, err)
+	}
+	if _, err := insp.ListSchedulerEnqueueEvents(""); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("history of an empty entry ID: %v", err)
+	}
 }
 
 func TestSchedulerBadSpecNamesField(t *testing.T) {

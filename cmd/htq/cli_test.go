@@ -249,12 +249,12 @@ func TestCLIQueuesAndTasks(t *testing.T) {
 		}
 		var rep bulkReport
 		cli.okJSON(&rep, "task", "run", "bulk", "--state", "archived", "--all")
-		if rep.Done != 25 || rep.Failed != 0 || rep.Action != "run" {
+		if rep != (bulkReport{Queue: "bulk", State: "archived", Action: "run", Count: 25}) {
 			t.Errorf("task run --all: %+v", rep)
 		}
 		cli.okJSON(&rep, "task", "rm", "bulk", "--state", "pending", "--all")
 		cli.okJSON(&q, "queue", "inspect", "bulk")
-		if rep.Done != 25 || q.count("size") != 0 {
+		if rep.Count != 25 || q.count("size") != 0 {
 			t.Errorf("task rm --all: %+v; queue %+v", rep, q)
 		}
 
@@ -312,11 +312,8 @@ func TestCLIQueuesAndTasks(t *testing.T) {
 		cli.fails(exitUsage, []string{"--server", "http://"}, "queue", "ls", "--server", "ftp://x")
 		closed := "http://" + freeAddr(t)
 		cli.fails(exitUnavailable, []string{"cannot reach htq serve at " + closed, "connection refused"}, "queue", "ls", "--server", closed)
-
-		// TODO(issue 9): GET /v1/servers and /v1/queues/{queue}/groups
-		// come with the admin endpoints; until then the commands say so.
-		cli.fails(exitNotFound, []string{"no GET /v1/servers"}, "servers")
-		cli.fails(exitNotFound, []string{"no GET /v1/queues/{queue}/groups"}, "group", "ls", "hooks")
+		cli.fails(exitNotFound, []string{"queue not found"}, "task", "archive", "nope", "--state", "pending", "--all")
+		cli.fails(exitNotFound, []string{"queue not found"}, "group", "ls", "nope")
 	})
 }
 

@@ -40,14 +40,14 @@ func newProgress(w io.Writer, label string, total int) *progress {
 	return p
 }
 
-// add counts n more steps done.
-func (p *progress) add(n int) {
+// set says n steps are done in all (it never goes back).
+func (p *progress) set(n int) {
 	if !p.enabled {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.done += n
+	p.done = max(p.done, n)
 	p.total = max(p.total, p.done)
 	if time.Since(p.drawn) >= redrawEvery {
 		p.draw()

@@ -37,7 +37,7 @@ type remote struct {
 // addRemoteCommands adds every command that talks to a running service.
 func addRemoteCommands(root *cobra.Command, a *app) {
 	for _, newCmd := range []func(*remote) *cobra.Command{
-		newQueueCmd, newTaskCmd, newEnqueueCmd, newScheduleCmd, newServersCmd, newGroupCmd, newStatsCmd, newTokenCmd,
+		newQueueCmd, newTaskCmd, newEnqueueCmd, newScheduleCmd, newServersCmd, newGroupCmd, newStatsCmd, newEventsCmd, newTokenCmd,
 	} {
 		r := &remote{app: a}
 		cmd := newCmd(r)
@@ -214,6 +214,13 @@ func storageName(rawURL string) string {
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// printJSONLine writes v as JSON on one line (a stream of documents).
+func printJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }

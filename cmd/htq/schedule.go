@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"strings"
 
 	"github.com/htqueue/htq/internal/apiclient"
@@ -12,9 +14,10 @@ import (
 func newScheduleCmd(r *remote) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "schedule",
-		Short: "List, add and remove periodic tasks (cron schedules run by htq serve)",
+		Short: "List, inspect, add and remove periodic tasks (cron schedules run by htq serve), and see what they enqueued",
 		Example: `  htq schedule ls
   htq schedule add '*/5 * * * *' reports --type report:daily --payload '{"k":1}'
+  htq schedule inspect 4f0c2a9d1e…
   htq schedule rm 4f0c2a9d1e…`,
 	}
 	makeGroup(cmd)
@@ -22,7 +25,7 @@ func newScheduleCmd(r *remote) *cobra.Command {
 		&cobra.Command{
 			Use:     "ls",
 			Aliases: []string{"list"},
-			Short:   "List the schedules",
+			Short:   "List the schedules with their next and last runs",
 			Example: "  htq schedule ls",
 			Args:    noArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
@@ -34,14 +37,16 @@ func newScheduleCmd(r *remote) *cobra.Command {
 					if r.json {
 						return printJSON(r.stdout, map[string]any{"schedules": list})
 					}
-					t := newTable(r.stdout, "ID", "CRON", "QUEUE", "TASK", "CREATED")
+					t := newTable(r.stdout, "ID", "CRON", "QUEUE", "TASK", "NEXT RUN", "LAST RUN")
 					for _, s := range list {
-						t.row(s.ID, s.Cron, s.Queue, taskText(&s.Task), when(&s.CreatedAt))
+						t.row(s.ID, s.Cron, s.Queue, taskText(&s.Task), when(s.NextRunAt), when(s.PrevRunAt))
 					}
 					return t.flush()
 				})
 			},
 		},
+		newScheduleInspectCmd(r),
+		newScheduleHistoryCmd(r),
 		newScheduleAddCmd(r),
 		&cobra.Command{
 			Use:     "rm ID",
@@ -90,6 +95,81 @@ Adding the same schedule twice gives back the first.`,
 	}
 	tf.add(cmd.Flags())
 	return cmd
+}
+
+func newScheduleInspectCmd(r *remote) *cobra.Command {
+	return &cobra.Command{
+		Use:     "inspect ID",
+		Short:   "Show one schedule: its spec, task, next and last runs, and the tasks its last ticks enqueued",
+		Example: "  htq schedule inspect 4f0c2a9d1e7b\n  htq schedule inspect 4f0c2a9d1e7b --json",
+		Args:    wantArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {
+				s, err := c.Schedule(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				runs, err := c.ScheduleHistory(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if r.json {
+					return printJSON(r.stdout, map[string]any{"schedule": s, "history": runs})
+				}
+				t := newTable(r.stdout)
+				t.row("id", s.ID)
+				t.row("cron", s.Cron)
+				t.row("queue", s.Queue)
+				t.row("task", taskText(&s.Task))
+				t.row("created", when(&s.CreatedAt))
+				t.row("next run", when(s.NextRunAt))
+				t.row("last run", when(s.PrevRunAt))
+				if err := t.flush(); err != nil {
+					return err
+				}
+				fmt.Fprintln(r.stdout)
+				return runsTable(r.stdout, runs)
+			})
+		},
+	}
+}
+
+func newScheduleHistoryCmd(r *remote) *cobra.Command {
+	return &cobra.Command{
+		Use:   "history ID",
+		Short: "List the last ticks of a schedule, newest first: the task each enqueued, or why none was",
+		Long: `history lists the last 20 ticks of a schedule: when it fired, the task it
+enqueued (htq task inspect QUEUE TASK shows it) or the error that kept it
+from enqueuing one, and which scheduler fired it. ID may also be the entry
+ID of a Go program's Scheduler sharing the storage.`,
+		Example: "  htq schedule history 4f0c2a9d1e7b",
+		Args:    wantArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {
+				runs, err := c.ScheduleHistory(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if r.json {
+					return printJSON(r.stdout, map[string]any{"history": runs})
+				}
+				return runsTable(r.stdout, runs)
+			})
+		},
+	}
+}
+
+// runsTable writes one row per tick of a schedule.
+func runsTable(w io.Writer, runs []*apiclient.ScheduleRun) error {
+	if len(runs) == 0 {
+		_, err := fmt.Fprintln(w, "no runs yet")
+		return err
+	}
+	t := newTable(w, "TICK", "ENQUEUED", "TASK", "SCHEDULER", "ERROR")
+	for _, run := range runs {
+		t.row(when(&run.Tick), when(&run.EnqueuedAt), dash(run.TaskID), clip(run.SchedulerID, 24), clip(run.Error, 80))
+	}
+	return t.flush()
 }
 
 // taskText names a task spec: its type, or its method and URL.

@@ -25,7 +25,7 @@ func needsRoute(err error, route string) error {
 func newServersCmd(r *remote) *cobra.Command {
 	return &cobra.Command{
 		Use:     "servers",
-		Short:   "List the running servers (Go Servers and htq serve's URL workers) and what they run",
+		Short:   "List the running servers (Go Servers, htq serve's URL workers, pull workers) and the tasks each runs",
 		Example: "  htq servers\n  htq servers --json",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -37,15 +37,23 @@ func newServersCmd(r *remote) *cobra.Command {
 				if r.json {
 					return printJSON(r.stdout, map[string]any{"servers": list})
 				}
-				t := newTable(r.stdout, "ID", "HOST", "PID", "STATUS", "STARTED", "BUSY", "QUEUES")
+				t := newTable(r.stdout, "ID", "HOST", "PID", "STATUS", "STARTED", "BUSY", "QUEUES", "RUNNING")
 				for _, s := range list {
 					queues := make([]string, 0, len(s.Queues))
 					for q, w := range s.Queues {
 						queues = append(queues, fmt.Sprintf("%s=%d", q, w))
 					}
 					slices.Sort(queues)
-					t.row(s.ID, s.Host, itoa(s.PID), s.Status, when(&s.Started),
-						fmt.Sprintf("%d/%d", len(s.ActiveTasks), s.Concurrency), clip(strings.Join(queues, ","), 60))
+					running := make([]string, len(s.ActiveTasks))
+					for i, at := range s.ActiveTasks {
+						running[i] = at.Queue + "/" + at.TaskID
+					}
+					pid := "-" // a pull worker's is not known
+					if s.PID > 0 {
+						pid = itoa(s.PID)
+					}
+					t.row(s.ID, s.Host, pid, s.Status, when(&s.Started),
+						fmt.Sprintf("%d/%d", len(s.ActiveTasks), s.Concurrency), clip(strings.Join(queues, ","), 60), clip(strings.Join(running, ", "), 80))
 				}
 				return t.flush()
 			})
@@ -64,7 +72,7 @@ func newGroupCmd(r *remote) *cobra.Command {
 		Use:     "ls QUEUE",
 		Aliases: []string{"list"},
 		Short:   "List the groups of QUEUE that hold aggregating tasks, with their sizes",
-		Example: "  htq group ls digest\n  htq task ls digest --state aggregating --group user:42",
+		Example: "  htq group ls digest\n  htq task ls digest --state aggregating --group user-42",
 		Args:    wantArgs("QUEUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {

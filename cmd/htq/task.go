@@ -3,17 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
+	"time"
 
-	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/apiclient"
 	"github.com/spf13/cobra"
 )
@@ -73,7 +71,7 @@ func newTaskLsCmd(r *remote) *cobra.Command {
 		Use:     "ls QUEUE",
 		Aliases: []string{"list"},
 		Short:   "List a queue's tasks in one state, a page at a time",
-		Example: "  htq task ls mail\n  htq task ls mail --state retry --size 100 --page 2\n  htq task ls digest --state aggregating --group user:42",
+		Example: "  htq task ls mail\n  htq task ls mail --state retry --size 100 --page 2\n  htq task ls digest --state aggregating --group user-42",
 		Args:    wantArgs("QUEUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := stateFlag(state, taskStates); err != nil {
@@ -262,23 +260,20 @@ func newTaskActCmd(r *remote, v taskVerb) *cobra.Command {
 type bulkReport struct {
 	Queue  string `json:"queue"`
 	State  string `json:"state"`
+	Group  string `json:"group,omitempty"`
 	Action string `json:"action"`
-	// Done counts the tasks acted on; Skipped those that left the state
-	// (or the queue) before their turn; Failed the others.
-	Done    int `json:"done"`
-	Skipped int `json:"skipped"`
-	Failed  int `json:"failed"`
+	// Count is how many tasks the action changed.
+	Count int `json:"count"`
 }
 
-// bulkWorkers is how many tasks a bulk action sends at once.
-const bulkWorkers = 8
+// bulkPoll is how often the progress bar of a bulk action reads the
+// queue's counts.
+const bulkPoll = 200 * time.Millisecond
 
-// bulk acts on every task of queue in state, a page at a time, with a
-// progress bar on stderr when it is a terminal.
-//
-// TODO(issue 9): switch to POST /v1/queues/{queue}/bulk
-// {"action","state"} → {"count"} once the admin endpoints land: one call
-// instead of one per task.
+// bulk acts on every task of queue in state (of group, for aggregating
+// tasks) with one call, POST /v1/queues/{queue}/bulk: the service moves
+// them in atomic batches of 1,000. On a terminal a progress bar on
+// stderr follows the state's count while the call runs.
 func (r *remote) bulk(cmd *cobra.Command, v taskVerb, queue, state, group string) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -288,78 +283,41 @@ func (r *remote) bulk(cmd *cobra.Command, v taskVerb, queue, state, group string
 		if err != nil {
 			return err
 		}
-		rep := bulkReport{Queue: queue, State: state, Action: string(v.action)}
-		bar := newProgress(r.stderr, fmt.Sprintf("%s %s tasks of %s", v.name, state, queue), q.Stats.InState(state))
-		var mu sync.Mutex
-		var firstErr error
-		tried := make(map[string]bool)
-		page := 1
-		for ctx.Err() == nil {
-			list, err := c.Tasks(ctx, queue, apiclient.ListQuery{State: state, Group: group, Page: page, PageSize: 500})
-			if err != nil {
-				bar.finish()
-				return err
+		before := q.Stats.InState(state)
+		bar := newProgress(r.stderr, fmt.Sprintf("%s %s tasks of %s", v.name, state, queue), before)
+		stopPoll := make(chan struct{})
+		polled := make(chan struct{})
+		go func() {
+			defer close(polled)
+			if !bar.enabled {
+				return
 			}
-			var fresh []string
-			for _, t := range list.Tasks {
-				if !tried[t.ID] {
-					tried[t.ID] = true
-					fresh = append(fresh, t.ID)
-				}
-			}
-			if len(fresh) == 0 {
-				if list.NextPage == 0 {
-					break
-				}
-				page = list.NextPage // this page holds only tasks that failed
-				continue
-			}
-			page = 1 // the tasks acted on have left the state
-			ids := make(chan string)
-			var wg sync.WaitGroup
-			for range min(bulkWorkers, len(fresh)) {
-				wg.Go(func() {
-					for id := range ids {
-						err := c.Act(ctx, v.action, queue, id)
-						mu.Lock()
-						switch {
-						case err == nil:
-							rep.Done++
-						case errors.Is(err, htq.ErrTaskNotFound) || errors.Is(err, htq.ErrWrongState):
-							rep.Skipped++ // moved on by a server meanwhile
-						default:
-							rep.Failed++
-							if firstErr == nil {
-								firstErr = err
-							}
-						}
-						mu.Unlock()
-						bar.add(1)
-					}
-				})
-			}
-		send:
-			for _, id := range fresh {
+			tick := time.NewTicker(bulkPoll)
+			defer tick.Stop()
+			for {
 				select {
-				case ids <- id:
-				case <-ctx.Done():
-					break send
+				case <-stopPoll:
+					return
+				case <-tick.C:
+				}
+				if now, err := c.Queue(ctx, queue); err == nil {
+					bar.set(before - now.Stats.InState(state))
 				}
 			}
-			close(ids)
-			wg.Wait()
-		}
-		bar.finish()
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("interrupted: %s %d of the %s tasks of %s", v.done, rep.Done, state, queue)
-		}
-		if err := r.done(rep, "%s %d %s tasks of %s (%d skipped: they left the state meanwhile; %d failed)",
-			v.done, rep.Done, state, queue, rep.Skipped, rep.Failed); err != nil {
+		}()
+		res, err := c.Bulk(ctx, queue, &apiclient.BulkRequest{Action: string(v.action), State: state, Group: group})
+		close(stopPoll)
+		<-polled
+		if err != nil {
+			bar.finish()
+			if ctx.Err() != nil {
+				return fmt.Errorf("interrupted: the service goes on with the %s it started (htq queue inspect %s shows its progress)", v.name, queue)
+			}
 			return err
 		}
-		if firstErr != nil {
-			return fmt.Errorf("%d tasks could not be %s; the first: %w", rep.Failed, v.done, firstErr)
-		}
-		return nil
+		bar.set(res.Count)
+		bar.finish()
+		rep := bulkReport{Queue: queue, State: state, Group: group, Action: string(v.action), Count: res.Count}
+		return r.done(rep, "%s %d %s tasks of %s", v.done, res.Count, state, queue)
 	})
 }

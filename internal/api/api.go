@@ -29,6 +29,7 @@ import (
 	"github.com/htqueue/htq/internal/metrics"
 	"github.com/htqueue/htq/internal/model"
 	"github.com/htqueue/htq/internal/storage"
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -115,6 +116,14 @@ type Options struct {
 	// (htq.ClientOptions.RetryFor; htq serve gives its storage timeout, so
 	// that an outage answers within it). 0: htq.DefaultRetryFor.
 	EnqueueRetryFor time.Duration
+	// CORSOrigins lists the origins (scheme://host[:port], or "*" for
+	// any) whose browsers may call /v1; empty: none (CORS is off). See
+	// CheckCORSOrigins.
+	CORSOrigins []string
+
+	// clock drives the handler's background loops (tests; default the
+	// real clock).
+	clock clockwork.Clock
 }
 
 // handler serves every route.
@@ -137,6 +146,9 @@ type store interface {
 	Forward(ctx context.Context, queue string, limit int) (broker.ForwardResult, error)
 	GetTaskInfo(ctx context.Context, queue, id string) (*base.TaskInfo, error)
 	Subscribe(ctx context.Context) (<-chan broker.Event, error)
+	WriteServerState(ctx context.Context, info *base.ServerInfo, ttl time.Duration) error
+	ReadEvents(ctx context.Context, p broker.ReadEventsParams) (*broker.EventBatch, error)
+	Queues(ctx context.Context) ([]string, error)
 }
 
 type handler struct {
@@ -152,7 +164,11 @@ type handler struct {
 	token     []byte
 	hub       *hub
 	upkeep    *upkeep
-	mux       *http.ServeMux
+	sampler   *sampler
+	workers   *pullWorkers
+	eventHub  *eventHub
+	mux       *http.ServeMux // the routes (noRoute asks it which methods a path takes)
+	serve     http.Handler   // mux behind the CORS rule
 }
 
 // New returns the HTTP handler of htq serve.
@@ -187,6 +203,12 @@ func New(opts Options) (http.Handler, error) {
 	if opts.Context == nil {
 		opts.Context = context.Background()
 	}
+	if opts.clock == nil {
+		opts.clock = clockwork.NewRealClock()
+	}
+	if err := CheckCORSOrigins(opts.CORSOrigins); err != nil {
+		return nil, fmt.Errorf("api: Options.CORSOrigins: %w", err)
+	}
 	var b store = storage.BrokerOf(opts.Storage)
 	if opts.Meta == nil {
 		opts.Meta = b
@@ -219,7 +241,14 @@ func New(opts Options) (http.Handler, error) {
 	if err := registerMetrics(reg, opts.Metrics, h.collectQueues); err != nil {
 		return nil, err
 	}
+	h.sampler = newSampler(opts.clock, h.inspector, h.logger)
+	h.sampler.sample() // the series start with the handler
+	go h.sampler.run(opts.Context)
+	h.workers = newPullWorkers(b, opts.clock, h.logger)
+	go h.workers.run(opts.Context)
+	h.eventHub = newEventHub(opts.Context, b, h.logger)
 	h.mux = h.routes(reg)
+	h.serve = newCORS(opts.CORSOrigins).wrap(h.mux)
 	return h, nil
 }
 
@@ -234,7 +263,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
-	h.mux.ServeHTTP(sw, r)
+	h.serve.ServeHTTP(sw, r)
 	route := r.Pattern
 	if route == routeV1Fallback || route == routeFallback {
 		route = "" // no route took it: counted as unmatched
@@ -307,6 +336,16 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 	v1("POST /v1/schedules", h.createSchedule)
 	v1("GET /v1/schedules/{id}", h.getSchedule)
 	v1("DELETE /v1/schedules/{id}", h.deleteSchedule)
+
+	// The Inspector's views and bulk actions (admin.go, scheduler.go).
+	v1("POST /v1/queues/{queue}/bulk", h.bulk)
+	v1("GET /v1/queues/{queue}/history", h.history)
+	v1("GET /v1/queues/{queue}/series", h.series)
+	v1("GET /v1/queues/{queue}/groups", h.groups)
+	v1("GET /v1/servers", h.servers)
+	v1("GET /v1/schedules/{id}/history", h.scheduleHistory)
+	v1("GET /v1/scheduler-entries", h.schedulerEntries)
+	v1("GET /v1/events", h.events)
 
 	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	v1(routeV1Fallback, h.noRoute)

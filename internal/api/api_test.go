@@ -32,6 +32,7 @@ const testToken = "s3cret-token"
 // env is a handler served over real HTTP against a real storage.
 type env struct {
 	t    *testing.T
+	h    *handler
 	srv  *httptest.Server
 	st   *htq.Storage
 	insp *htq.Inspector
@@ -91,7 +92,7 @@ func newEnv(t *testing.T, backend string, mod func(*Options)) *env {
 	if opts.Meta != nil {
 		meta = opts.Meta
 	}
-	return &env{t: t, srv: srv, st: st, insp: htq.NewInspector(st), meta: meta, opts: opts}
+	return &env{t: t, h: h.(*handler), srv: srv, st: st, insp: htq.NewInspector(st), meta: meta, opts: opts}
 }
 
 // call sends a JSON request with the token and decodes a JSON answer into

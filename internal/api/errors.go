@@ -40,6 +40,8 @@ var (
 	errNoRoute      = errors.New("no such route")
 	// errMethodNotAllowed: the path has routes, none for the method.
 	errMethodNotAllowed = errors.New("method not allowed")
+	// errUnavailable: this process cannot take the request now (not the storage).
+	errUnavailable = errors.New("unavailable")
 )
 
 // errorTable maps sentinel errors to a status and a code, first match
@@ -68,6 +70,7 @@ var errorTable = []struct {
 	{base.ErrReplicationTimeout, http.StatusServiceUnavailable, codeReplication},
 	{base.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable},
 	{base.ErrStorageClosed, http.StatusServiceUnavailable, codeUnavailable},
+	{errUnavailable, http.StatusServiceUnavailable, codeUnavailable},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, codeUnavailable},
 }
 

@@ -108,8 +108,9 @@ func (h *handler) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	serverID := req.WorkerID
 	if serverID == "" {
-		serverID = "http-pull"
+		serverID = anonymousWorker
 	}
+	h.workers.fetched(req.WorkerID, remoteHost(r), req.Queues, req.Count, nil)
 	deadline := time.Now().Add(wait)
 	var wt *waiter
 	if wait > 0 {
@@ -162,6 +163,7 @@ func (h *handler) fetch(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		if len(out.Tasks) > 0 || wt == nil || !now.Before(deadline) {
 			h.metrics.Fetched(len(out.Tasks))
+			h.workers.fetched(req.WorkerID, remoteHost(r), nil, 0, out.Tasks)
 			writeJSON(w, http.StatusOK, out)
 			return
 		}
@@ -197,6 +199,9 @@ func (h *handler) checkFetch(ctx context.Context, req *fetchRequest) error {
 	}
 	if req.Count < 1 || req.Count > MaxFetchCount {
 		return invalid(fmt.Sprintf("count %d is out of range [1, %d]", req.Count, MaxFetchCount))
+	}
+	if err := checkWorkerID(req.WorkerID); err != nil {
+		return err
 	}
 	req.Queues = slices.Compact(req.Queues)
 	for _, q := range req.Queues {
@@ -291,6 +296,7 @@ func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	errs := h.b.Complete(ctx, []broker.LeaseRef{ref})
+	h.workers.finished(ref.Token, ref.Queue, ref.ID)
 	if len(errs) == 1 && errs[0] != nil {
 		h.leaseError(w, r, ref.Queue, errs[0])
 		return
@@ -368,6 +374,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request) {
 			return pullRetryDelay(retried, req.Error)
 		},
 	})
+	h.workers.finished(ref.Token, ref.Queue, ref.ID)
 	if err != nil {
 		h.leaseError(w, r, ref.Queue, err)
 		return
@@ -416,8 +423,10 @@ func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if slices.Contains(lost, ref.ID) {
+		h.workers.finished(ref.Token, ref.Queue, ref.ID)
 		h.leaseError(w, r, ref.Queue, fmt.Errorf("%w: task %s/%s: the lease ran out or the task was recovered; stop working on it", base.ErrLeaseLost, ref.Queue, ref.ID))
 		return
 	}
+	h.workers.extended(r.Context(), ref.Token, remoteHost(r), ref.Queue, ref.ID, start.Add(d))
 	writeJSON(w, http.StatusOK, heartbeatResponse{LeaseDeadline: start.Add(d).UTC(), Canceled: h.hub.wasCanceled(ref.ID)})
 }

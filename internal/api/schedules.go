@@ -114,7 +114,12 @@ func (h *handler) getSchedule(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s)
+	runs, err := h.scheduleRuns()
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newScheduleView(s, runs))
 }
 
 // listSchedules: GET /v1/schedules.
@@ -124,9 +129,18 @@ func (h *handler) listSchedules(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Schedules []*model.Schedule `json:"schedules"`
-	}{list})
+	runs, err := h.scheduleRuns()
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		Schedules []*model.ScheduleView `json:"schedules"`
+	}{make([]*model.ScheduleView, len(list))}
+	for k, s := range list {
+		out.Schedules[k] = newScheduleView(s, runs)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // deleteSchedule: DELETE /v1/schedules/{id}.
@@ -138,6 +152,12 @@ func (h *handler) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.meta.DeleteMeta(ctx, model.ScheduleKeyPrefix+id); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	// The history goes with it (the storage's records, where the
+	// Schedulers write it).
+	if err := h.b.DeleteMeta(ctx, base.SchedulerHistoryKey(id)); err != nil {
 		h.writeError(w, r, err)
 		return
 	}

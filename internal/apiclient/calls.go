@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/model"
 )
 
@@ -211,10 +210,10 @@ func (c *Client) Enqueue(ctx context.Context, queue string, spec *model.TaskSpec
 	return &out, nil
 }
 
-// Schedules lists the schedules: GET /v1/schedules.
-func (c *Client) Schedules(ctx context.Context) ([]*model.Schedule, error) {
+// Schedules lists the schedules with their run times: GET /v1/schedules.
+func (c *Client) Schedules(ctx context.Context) ([]*model.ScheduleView, error) {
 	var out struct {
-		Schedules []*model.Schedule `json:"schedules"`
+		Schedules []*model.ScheduleView `json:"schedules"`
 	}
 	err := c.do(ctx, "GET", path("schedules"), nil, nil, &out)
 	return out.Schedules, err
@@ -233,16 +232,6 @@ func (c *Client) CreateSchedule(ctx context.Context, req *ScheduleRequest) (*mod
 // DeleteSchedule deletes a schedule: DELETE /v1/schedules/{id}.
 func (c *Client) DeleteSchedule(ctx context.Context, id string) error {
 	return c.do(ctx, "DELETE", path("schedules", id), nil, nil, nil)
-}
-
-// Servers lists the running servers: GET /v1/servers, each as the
-// presence record the server keeps in the storage.
-func (c *Client) Servers(ctx context.Context) ([]*base.ServerInfo, error) {
-	var out struct {
-		Servers []*base.ServerInfo `json:"servers"`
-	}
-	err := c.do(ctx, "GET", path("servers"), nil, nil, &out)
-	return out.Servers, err
 }
 
 // Groups lists a queue's groups of aggregating tasks: GET

@@ -37,3 +37,21 @@ type SchedulerEntry struct {
 	Next        time.Time `json:"next"`
 	Prev        time.Time `json:"prev,omitempty"`
 }
+
+// SchedulerEnqueue is one tick of a scheduler entry that a Scheduler
+// claimed: the task it enqueued, or why it could not.
+type SchedulerEnqueue struct {
+	Tick        time.Time `json:"tick"`
+	SchedulerID string    `json:"scheduler_id"`
+	TaskID      string    `json:"task_id,omitempty"`
+	EnqueuedAt  time.Time `json:"enqueued_at"`
+	Error       string    `json:"error,omitempty"`
+}
+
+// MaxSchedulerHistory is how many enqueues of each scheduler entry the
+// storage keeps (the newest).
+const MaxSchedulerHistory = 20
+
+// SchedulerHistoryKey is the MetaStore key of a scheduler entry's
+// enqueue history: a JSON array of SchedulerEnqueue, newest first.
+func SchedulerHistoryKey(entryID string) string { return "scheduler-history/" + entryID }

@@ -23,6 +23,7 @@ package broker
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/htqueue/htq/internal/base"
@@ -33,6 +34,7 @@ import (
 type Broker interface {
 	Admin
 	MetaStore
+	EventLog
 
 	// Ping checks that the storage answers.
 	Ping(ctx context.Context) error
@@ -163,6 +165,8 @@ type LeaseRef struct {
 type Lease struct {
 	Msg *base.TaskMessage
 	// Token fences the lease: every later write for the task presents it.
+	// It starts with FetchParams.ServerID and a '/' (see ServerOfToken),
+	// so that whoever presents it can be told which server holds it.
 	Token string
 	// Deadline is when the lease runs out on the storage clock.
 	Deadline time.Time
@@ -170,6 +174,15 @@ type Lease struct {
 	// queue's own lease setting (QueueSettings.LeaseDuration). Zero means
 	// FetchParams.LeaseDuration (backends that predate queue settings).
 	Duration time.Duration
+}
+
+// ServerOfToken returns the ServerID of the Fetch that granted a lease
+// token: the part before its last '/'; "" for a token without one.
+func ServerOfToken(token string) string {
+	if i := strings.LastIndexByte(token, '/'); i > 0 {
+		return token[:i]
+	}
+	return ""
 }
 
 // Ref returns the reference that names this lease.

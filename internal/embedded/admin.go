@@ -233,6 +233,7 @@ func (b *Broker) run(q *queue, t *task, now time.Time) error {
 	t.at = now // pending since
 	q.pending.pushBack(t)
 	b.putTask(t)
+	b.logEvent(q.name, broker.LogRetried, t.msg.ID, base.StatePending, "", now)
 	b.readyIfFirst(q, before)
 	return nil
 }
@@ -279,6 +280,7 @@ func (b *Broker) archiveTask(q *queue, t *task, now time.Time) error {
 	t.at = now // archived
 	q.index(t)
 	b.putTask(t)
+	b.logEvent(q.name, broker.LogArchived, t.msg.ID, base.StateArchived, "", now)
 	b.trimArchived(q, now)
 	return nil
 }
@@ -290,9 +292,10 @@ func (b *Broker) DeleteAll(ctx context.Context, queue string, state base.TaskSta
 }
 
 // deleteOne deletes t. The caller holds b.mu.
-func (b *Broker) deleteOne(q *queue, t *task, _ time.Time) error {
+func (b *Broker) deleteOne(q *queue, t *task, now time.Time) error {
 	q.unindex(t)
 	b.removeTask(q, t)
+	b.logEvent(q.name, broker.LogDeleted, t.msg.ID, 0, "", now)
 	return nil
 }
 
@@ -396,6 +399,7 @@ func (b *Broker) PauseQueue(ctx context.Context, queue string) error {
 	if !q.paused {
 		q.paused = true
 		b.saveQueue(q)
+		b.logEvent(queue, broker.LogPaused, "", 0, "", b.now())
 	}
 	tk := b.durable()
 	b.mu.Unlock()
@@ -415,6 +419,7 @@ func (b *Broker) UnpauseQueue(ctx context.Context, queue string) error {
 	if q.paused {
 		q.paused = false
 		b.saveQueue(q)
+		b.logEvent(queue, broker.LogResumed, "", 0, "", b.now())
 		b.readyIfFirst(q, 0)
 	}
 	tk := b.durable()
@@ -444,6 +449,7 @@ func (b *Broker) DeleteQueue(ctx context.Context, queue string, force bool) erro
 		b.delTask(t)
 	}
 	delete(b.queues, queue)
+	delete(b.logs, queue)
 	if b.store != nil {
 		b.buf.queues[queue] = nil
 		b.buf.dropStats[queue] = true

@@ -59,6 +59,17 @@ type Broker struct {
 	// kv holds the MetaStore records.
 	kv map[string][]byte
 
+	// logs holds each queue's event log (eventlog.go), of logSize events
+	// each (0: off); logMS and logN are the last event ID's numbers;
+	// logged is closed and replaced at each event while logWaiters
+	// readers wait, to wake them.
+	logs       map[string]*eventRing
+	logSize    int
+	logMS      uint64
+	logN       uint64
+	logged     chan struct{}
+	logWaiters int
+
 	committerDone chan struct{}
 
 	// commitFn writes a batch; tests replace it to make writes fail.
@@ -176,6 +187,9 @@ func newBroker(opts Options) *Broker {
 		schedulers:    make(records[[]*base.SchedulerEntry]),
 		claims:        make(map[string]time.Time),
 		kv:            make(map[string][]byte),
+		logs:          make(map[string]*eventRing),
+		logSize:       max(opts.EventLogSize, 0),
+		logged:        make(chan struct{}),
 		committerDone: make(chan struct{}),
 	}
 	b.work = sync.NewCond(&b.mu)
@@ -606,6 +620,8 @@ func (b *Broker) Close() error {
 		s.stop()
 		b.dropSub(s)
 	}
+	close(b.logged) // readers waiting for an event see the close
+	b.logged = make(chan struct{})
 	b.work.Broadcast()
 	b.mu.Unlock()
 	<-b.committerDone

@@ -150,6 +150,7 @@ func (b *Broker) enqueue(msg *base.TaskMessage, processAt time.Time, now time.Ti
 	q.tasks[msg.ID] = t
 	q.index(t)
 	b.putTask(t)
+	b.logEvent(q.name, broker.LogEnqueued, msg.ID, t.state, "", now)
 	switch t.state {
 	case base.StatePending:
 		b.readyIfFirst(q, before)
@@ -203,6 +204,7 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		t.at = now.Add(lease)
 		q.active.insert(t)
 		b.putTask(t)
+		b.logEvent(q.name, broker.LogStarted, t.msg.ID, base.StateActive, "", now)
 		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: t.at, Duration: lease})
 	}
 	if q.settings.RateLimit > 0 {
@@ -305,8 +307,10 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		}
 		if keep <= 0 {
 			b.removeTask(q, t)
+			b.logEvent(q.name, broker.LogSucceeded, l.ID, 0, "", now)
 			continue
 		}
+		b.logEvent(q.name, broker.LogSucceeded, l.ID, base.StateCompleted, "", now)
 		t.state = base.StateCompleted
 		t.completedAt = now
 		t.at = now.Add(keep) // end of retention
@@ -364,6 +368,7 @@ func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
 	t.at = now.Add(p.Delay)
 	q.index(t)
 	b.putTask(t)
+	b.logEvent(q.name, broker.LogFailed, t.msg.ID, base.StateRetry, p.ErrMsg, now)
 	b.count(q, statProcessed, now)
 	if p.IsFailure {
 		b.count(q, statFailed, now)
@@ -398,6 +403,7 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 	t.at = now // archived
 	q.index(t)
 	b.putTask(t)
+	b.logEvent(q.name, broker.LogFailed, t.msg.ID, base.StateArchived, p.ErrMsg, now)
 	if t.watched {
 		b.emitDone(q, t)
 	}
@@ -443,6 +449,7 @@ func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
 	t.at = b.now() // pending since
 	q.pending.pushFront(t)
 	b.putTask(t)
+	b.logEvent(q.name, broker.LogRetried, t.msg.ID, base.StatePending, "", t.at)
 	b.readyIfFirst(q, before)
 	tk := b.durable()
 	b.mu.Unlock()
@@ -551,6 +558,9 @@ func (b *Broker) Forward(ctx context.Context, queue string, limit int) (broker.F
 			res.HasNext, res.NextIn = true, 0
 			break
 		}
+		if t.state == base.StateRetry {
+			b.logEvent(q.name, broker.LogRetried, t.msg.ID, base.StatePending, "", now)
+		}
 		q.unindex(t)
 		t.state = base.StatePending
 		t.at = now // pending since
@@ -652,6 +662,7 @@ func (b *Broker) DeleteTask(ctx context.Context, queue, id string) error {
 	q := b.queues[queue]
 	q.unindex(t)
 	b.removeTask(q, t)
+	b.logEvent(queue, broker.LogDeleted, id, 0, "", b.now())
 	tk := b.durable()
 	b.mu.Unlock()
 	return wait(ctx, tk)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/htqueue/htq/internal/broker"
 )
 
 // Options configures a Broker. The zero value is ready to use.
@@ -18,6 +20,10 @@ type Options struct {
 	// LockTimeout is how long Open waits for another process to release
 	// the data directory before failing. 0 means do not wait.
 	LockTimeout time.Duration
+	// EventLogSize is how many events each queue's event log keeps in
+	// memory (broker.EventLog); 0 means broker.DefaultEventLogSize, a
+	// negative size turns the log off.
+	EventLogSize int
 }
 
 func (o Options) withDefaults() Options {
@@ -26,6 +32,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.EventLogSize == 0 {
+		o.EventLogSize = broker.DefaultEventLogSize
 	}
 	return o
 }

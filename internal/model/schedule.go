@@ -45,6 +45,37 @@ func (s Schedule) MarshalJSON() ([]byte, error) {
 	return json.Marshal(p)
 }
 
+// ScheduleView is a schedule as the API shows it: the stored schedule and
+// the next and previous tick its live schedulers report (nil while no
+// scheduler holds it, and before its first tick).
+type ScheduleView struct {
+	*Schedule
+	NextRunAt *time.Time `json:"next_run_at,omitempty"`
+	PrevRunAt *time.Time `json:"prev_run_at,omitempty"`
+}
+
+// MarshalJSON writes the schedule's fields (with Schedule.MarshalJSON,
+// which the embedding would otherwise let stand for the whole view) and
+// the run times.
+func (v ScheduleView) MarshalJSON() ([]byte, error) {
+	s := v.Schedule
+	if s == nil {
+		s = &Schedule{}
+	}
+	data, err := json.Marshal(s)
+	if err != nil || v.NextRunAt == nil && v.PrevRunAt == nil {
+		return data, err
+	}
+	runs, err := json.Marshal(struct {
+		NextRunAt *time.Time `json:"next_run_at,omitempty"`
+		PrevRunAt *time.Time `json:"prev_run_at,omitempty"`
+	}{v.NextRunAt, v.PrevRunAt})
+	if err != nil {
+		return nil, err
+	}
+	return append(append(data[:len(data)-1], ','), runs[1:]...), nil
+}
+
 // Build returns the task and options to register with htq.Scheduler:
 //
 //	task, opts, err := s.Build()

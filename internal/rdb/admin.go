@@ -27,8 +27,8 @@ func (b *Broker) Forward(ctx context.Context, queue string, limit int) (broker.F
 	}
 	v, err := b.run(ctx, call{
 		s:    scriptForward,
-		keys: []string{k.scheduled, k.retry, k.pending, k.task},
-		args: []string{b.nowArg(), strconv.Itoa(limit), channelEvents, k.name},
+		keys: []string{k.scheduled, k.retry, k.pending, k.task, k.events},
+		args: []string{b.nowArg(), strconv.Itoa(limit), channelEvents, k.name, b.logLen},
 	}).AsIntSlice()
 	if err != nil {
 		return broker.ForwardResult{}, b.wrap("forward "+queue, err)
@@ -116,8 +116,8 @@ func (b *Broker) DeleteTask(ctx context.Context, queue, id string) error {
 	res, waitErr := b.runAcked(ctx, call{
 		s: scriptDelete,
 		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived, k.completed,
-			k.unique, k.group, k.groups, k.leases},
-		args: []string{id},
+			k.unique, k.group, k.groups, k.leases, k.events},
+		args: []string{id, b.nowArg(), b.logLen},
 	})
 	n, err := res.AsInt64()
 	if err != nil {

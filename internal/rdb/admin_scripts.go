@@ -33,6 +33,7 @@ var (
 	scriptRunTask     = loadAdminScript("run_task")
 	scriptArchiveTask = loadAdminScript("archive_task")
 	scriptBulk        = loadAdminScript("bulk")
+	scriptPause       = loadAdminScript("pause")
 	scriptUnpause     = loadAdminScript("unpause")
 	scriptDeleteQueue = loadAdminScript("delete_queue")
 	scriptDeleteBatch = loadAdminScript("delete_queue_batch")
@@ -49,7 +50,7 @@ var (
 // preloading and tests); allScripts lists the others.
 var adminScripts = []*script{
 	scriptStats, scriptHistory, scriptList, scriptRunTask, scriptArchiveTask,
-	scriptBulk, scriptUnpause, scriptDeleteQueue, scriptDeleteBatch,
+	scriptBulk, scriptPause, scriptUnpause, scriptDeleteQueue, scriptDeleteBatch,
 	scriptSettings, scriptWatch, scriptGroups, scriptTakeGroup, scriptFinishAgg,
 	scriptReclaimAggs, scriptClaimTick,
 }

@@ -114,7 +114,7 @@ type enqueueChunk struct {
 	k     *queueKeys
 	idx   []int    // task j of the chunk is ps[idx[j]]
 	kinds []byte   // ARGV[4]: '.' plain, 'r' plain with a retention, 'x' other
-	args  []string // ARGV[1..4], then the IDs (ARGV[4] is set by call)
+	args  []string // ARGV[1..5], then the IDs (ARGV[4] is set by call)
 	msgs  []string // the messages, after the IDs
 	ext   []string // the arguments of the 'r' and 'x' tasks, after the messages
 	bytes int
@@ -129,7 +129,7 @@ func (bt *enqueueBatch) add(k *queueKeys, i int, left int) {
 	if c == nil {
 		n := min(enqueueChunkTasks, left)
 		c = &enqueueChunk{k: k, idx: make([]int, 0, n), kinds: make([]byte, 0, n), msgs: make([]string, 0, n)}
-		c.args = append(make([]string, 0, 4+2*n), b.nowArg(), channelEvents, k.name, "")
+		c.args = append(make([]string, 0, 5+2*n), b.nowArg(), channelEvents, k.name, "", b.logLen)
 		o.c = c
 		bt.chunks = append(bt.chunks, c)
 	}
@@ -230,7 +230,7 @@ func (c *enqueueChunk) call() call {
 	k := c.k
 	return call{
 		s:    scriptEnqBatch,
-		keys: []string{k.pending, k.scheduled, k.task, k.unique, k.group, k.groups},
+		keys: []string{k.pending, k.scheduled, k.task, k.unique, k.group, k.groups, k.events},
 		args: c.args,
 	}
 }
@@ -301,8 +301,8 @@ func (b *Broker) enqueueCall(p broker.EnqueueParams) (*queueKeys, call, error) {
 	if m.UniqueKey == "" && m.GroupKey == "" && p.ProcessAt.IsZero() {
 		return k, call{
 			s:    scriptEnqPlain,
-			keys: []string{k.taskKey(m.ID), k.pending},
-			args: []string{encodeString(m), m.ID, channelEvents, k.name, itoa(ms(m.Retention))},
+			keys: []string{k.taskKey(m.ID), k.pending, k.events},
+			args: []string{encodeString(m), m.ID, channelEvents, k.name, itoa(ms(m.Retention)), b.nowArg(), b.logLen},
 		}, nil
 	}
 	var at int64
@@ -316,11 +316,11 @@ func (b *Broker) enqueueCall(p broker.EnqueueParams) (*queueKeys, call, error) {
 	}
 	return k, call{
 		s:    scriptEnqueue,
-		keys: []string{k.taskKey(m.ID), k.pending, k.scheduled, k.unique, k.group, k.groups},
+		keys: []string{k.taskKey(m.ID), k.pending, k.scheduled, k.unique, k.group, k.groups, k.events},
 		args: []string{
 			b.nowArg(), m.ID, encodeString(m),
 			itoa(at), m.UniqueKey, itoa(uttl), itoa(upx), m.GroupKey, itoa(ms(m.Retention)),
-			channelEvents, k.name,
+			channelEvents, k.name, b.logLen,
 		},
 	}, nil
 }

@@ -85,6 +85,20 @@ func dumpQueue(t *testing.T, b *Broker, q string) map[string]string {
 		case "set":
 			v = redis(t, b, "SMEMBERS", k)
 			slices.Sort(v)
+		case "stream": // the event log: its events without their IDs
+			es, err := b.c.Do(t.Context(), b.c.B().Xrange().Key(k).Start("-").End("+").Build()).AsXRange()
+			if err != nil {
+				t.Fatalf("XRANGE %s: %v", k, err)
+			}
+			for _, e := range es {
+				evs, err := decodeLogEntry(q, e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ev := range evs {
+					v = append(v, fmt.Sprint(ev.Kind, ev.TaskID, ev.State, ev.Error, ev.Time.UnixMilli()))
+				}
+			}
 		case "string":
 			v = redis(t, b, "GET", k)
 			pttl := redis(t, b, "PTTL", k)[0]
@@ -423,7 +437,7 @@ func TestEnqueueBatchFailuresWriteNothing(t *testing.T) {
 	}
 	want := map[string]bool{
 		"htq:{q}:t:new1": true, "htq:{q}:t:new2": true, "htq:{q}:t:new3": true,
-		"htq:{q}:pending": true, "htq:{q}:scheduled": true, "htq:{q}:g:g": true,
+		"htq:{q}:pending": true, "htq:{q}:scheduled": true, "htq:{q}:g:g": true, "htq:{q}:events": true,
 	}
 	if !maps.Equal(changed, want) {
 		t.Errorf("changed keys %v, want %v", slices.Sorted(maps.Keys(changed)), slices.Sorted(maps.Keys(want)))

@@ -132,9 +132,9 @@ func (b *Broker) FinishAggregation(ctx context.Context, a *broker.Aggregation, m
 	ak := k.adminKeys()
 	n, err := b.run(ctx, call{
 		s:    scriptFinishAgg,
-		keys: []string{ak.aggs, ak.agg + a.SetID, k.taskKey(msg.ID), k.pending, k.task, k.unique},
+		keys: []string{ak.aggs, ak.agg + a.SetID, k.taskKey(msg.ID), k.pending, k.task, k.unique, k.events},
 		args: []string{b.nowArg(), a.SetID, a.Token, msg.ID, encodeString(msg), msg.UniqueKey, itoa(uttl), itoa(upx),
-			itoa(ms(msg.Retention)), channelEvents, k.name},
+			itoa(ms(msg.Retention)), channelEvents, k.name, b.logLen},
 	}).AsInt64()
 	if err != nil {
 		return b.wrap("finish aggregation "+a.Queue+"/"+a.Group, err)

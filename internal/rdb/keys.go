@@ -59,6 +59,7 @@ type queueKeys struct {
 	unique    string // prefix of uniqueness locks: + unique key
 	processed string // all-time processed counter; + ":<day>" per day
 	failed    string // all-time failed counter; + ":<day>" per day
+	events    string // stream: the queue's event log (broker.EventLog)
 
 	// taskPattern is a KEYS/SCAN glob matching every task hash of the
 	// queue. It is not a key: escaping may change its hash tag, so it is
@@ -109,6 +110,7 @@ func newQueueKeys(q string) *queueKeys {
 		unique:      p + "unique:",
 		processed:   p + "stat:processed",
 		failed:      p + "stat:failed",
+		events:      p + "events",
 		taskPattern: globEscape(p+"t:") + "*",
 	}
 }

@@ -32,8 +32,8 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	prefix := p.ServerID + "/" + strconv.FormatUint(rand.Uint64(), 36) + "."
 	c := call{
 		s:    scriptFetch,
-		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings},
-		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix},
+		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events},
+		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen},
 	}
 	vals, err := b.run(ctx, c).ToArray()
 	if err != nil {
@@ -179,14 +179,14 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 	}
 	calls := make([]call, len(groups))
 	for j, g := range groups {
-		args := make([]string, 4, 4+2*len(g.idx))
-		args[0], args[1], args[2], args[3] = now, channelEvents, g.k.name, grace
+		args := make([]string, 5, 5+2*len(g.idx))
+		args[0], args[1], args[2], args[3], args[4] = now, channelEvents, g.k.name, grace, b.logLen
 		for _, i := range g.idx {
 			args = append(args, leases[i].ID, leases[i].Token)
 		}
 		calls[j] = call{
 			s:    scriptComplete,
-			keys: []string{g.k.active, g.k.leases, g.k.completed, g.k.task, g.k.unique, g.k.processed},
+			keys: []string{g.k.active, g.k.leases, g.k.completed, g.k.task, g.k.unique, g.k.processed, g.k.events},
 			args: args,
 		}
 	}
@@ -262,9 +262,9 @@ func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
 	}
 	return b.fenced(ctx, "retry", l, call{
 		s:    scriptRetry,
-		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.retry, k.processed, k.failed},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.retry, k.processed, k.failed, k.events},
 		args: []string{b.nowArg(), l.ID, l.Token, itoa(ms(p.Delay)), p.ErrMsg, boolArg(p.IsFailure),
-			boolArg(p.RequireExpired), channelEvents, k.name},
+			boolArg(p.RequireExpired), channelEvents, k.name, b.logLen},
 	}, true)
 }
 
@@ -277,9 +277,9 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 	}
 	return b.fenced(ctx, "archive", l, call{
 		s:    scriptArchive,
-		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.archived, k.task, k.unique, k.processed, k.failed},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.archived, k.task, k.unique, k.processed, k.failed, k.events},
 		args: []string{b.nowArg(), l.ID, l.Token, p.ErrMsg, boolArg(p.RequireExpired), b.archiveMax, b.archiveAge,
-			channelEvents, k.name},
+			channelEvents, k.name, b.logLen},
 	}, true)
 }
 
@@ -292,8 +292,8 @@ func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
 	}
 	return b.fenced(ctx, "requeue", l, call{
 		s:    scriptRequeue,
-		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.pending},
-		args: []string{l.ID, l.Token, channelEvents, k.name, b.nowArg()},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.pending, k.events},
+		args: []string{l.ID, l.Token, channelEvents, k.name, b.nowArg(), b.logLen},
 	}, false)
 }
 

@@ -39,8 +39,8 @@ func (b *Broker) RunTask(ctx context.Context, queue, id string) error {
 	res, waitErr := b.runAcked(ctx, call{
 		s: scriptRunTask,
 		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived,
-			k.group, k.groups, k.leases},
-		args: []string{b.nowArg(), id, channelEvents, k.name},
+			k.group, k.groups, k.leases, k.events},
+		args: []string{b.nowArg(), id, channelEvents, k.name, b.logLen},
 	})
 	n, err := res.AsInt64()
 	if err != nil {
@@ -63,8 +63,8 @@ func (b *Broker) ArchiveTask(ctx context.Context, queue, id string) error {
 	res, waitErr := b.runAcked(ctx, call{
 		s: scriptArchiveTask,
 		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived,
-			k.group, k.groups, k.leases, k.task, k.unique},
-		args: []string{b.nowArg(), id, b.archiveMax, b.archiveAge},
+			k.group, k.groups, k.leases, k.task, k.unique, k.events},
+		args: []string{b.nowArg(), id, b.archiveMax, b.archiveAge, b.logLen},
 	})
 	n, err := res.AsInt64()
 	if err != nil {
@@ -142,9 +142,9 @@ func (b *Broker) bulk(ctx context.Context, op, code, queue string, state base.Ta
 	for {
 		v, err := b.run(ctx, call{
 			s:    scriptBulk,
-			keys: []string{key, k.pending, k.archived, k.task, k.unique, k.groups},
+			keys: []string{key, k.pending, k.archived, k.task, k.unique, k.groups, k.events},
 			args: []string{b.nowArg(), code, kind, strconv.Itoa(bulkBatch), gkey, channelEvents, k.name,
-				b.archiveMax, b.archiveAge},
+				b.archiveMax, b.archiveAge, b.logLen},
 		}).AsIntSlice()
 		if err != nil {
 			return total, b.wrap(op+" "+queue, err)
@@ -174,7 +174,11 @@ func (b *Broker) PauseQueue(ctx context.Context, queue string) error {
 	if err != nil {
 		return err
 	}
-	res := b.doMulti(ctx, 0, b.c.B().Set().Key(k.paused).Value("1").Build(), b.registerCmd(k))
+	res := b.runMulti(ctx, []rueidis.Completed{b.registerCmd(k)}, []call{{
+		s:    scriptPause,
+		keys: []string{k.paused, k.events},
+		args: []string{b.nowArg(), b.logLen},
+	}})
 	for _, r := range res {
 		if err := r.Error(); err != nil {
 			return b.wrap("pause queue "+queue, err)
@@ -194,8 +198,8 @@ func (b *Broker) UnpauseQueue(ctx context.Context, queue string) error {
 	}
 	err = b.run(ctx, call{
 		s:    scriptUnpause,
-		keys: []string{k.paused, k.pending},
-		args: []string{channelEvents, k.name},
+		keys: []string{k.paused, k.pending, k.events},
+		args: []string{channelEvents, k.name, b.nowArg(), b.logLen},
 	}).Error()
 	if err != nil {
 		return b.wrap("unpause queue "+queue, err)
@@ -222,7 +226,7 @@ func (b *Broker) DeleteQueue(ctx context.Context, queue string, force bool) erro
 	start := call{
 		s: scriptDeleteQueue,
 		keys: []string{k.pending, k.active, k.leases, k.scheduled, k.retry, k.archived, k.completed,
-			k.groups, ak.aggs, k.paused, k.settings, k.processed, k.failed},
+			k.groups, ak.aggs, k.paused, k.settings, k.processed, k.failed, k.events},
 		args: []string{b.nowArg(), boolArg(force)},
 	}
 	res := b.runMulti(ctx, b.knownCmds(k), []call{start})

@@ -74,6 +74,15 @@ type Options struct {
 	// a storage URL with any of the wait_replicas, wait_timeout and
 	// wait_aof_local parameters replaces it whole.
 	Wait WaitOptions
+	// EventLogSize is about how many entries each queue's event log keeps
+	// (XADD MAXLEN ~, so somewhat more; an entry holds the events of one
+	// call, such as a Fetch of 16 tasks); 0 means the storage URL's
+	// event_log parameter, else broker.DefaultEventLogSize; a negative
+	// size turns the log off (each state-changing call then costs one XADD
+	// less, and ReadEvents finds nothing). Give every process sharing the
+	// Redis the same setting: a process with the log off leaves its
+	// changes out of everyone's log.
+	EventLogSize int
 }
 
 // Broker is the Redis implementation of broker.Broker. It is safe for
@@ -89,6 +98,7 @@ type Broker struct {
 
 	archiveMax  string   // ArchiveMaxSize as an ARGV
 	archiveAge  string   // ArchiveMaxAge in ms as an ARGV
+	logLen      string   // EventLogSize as an ARGV ("0": the log is off)
 	lockSlackMS int64    // added to the PX ttl of uniqueness locks
 	queues      sync.Map // queue name -> *queueKeys
 
@@ -129,6 +139,14 @@ func New(c rueidis.Client, opts Options) *Broker {
 	}
 	b.archiveMax = strconv.Itoa(size)
 	b.archiveAge = strconv.FormatInt(age.Milliseconds(), 10)
+	switch {
+	case opts.EventLogSize < 0:
+		b.logLen = "0"
+	case opts.EventLogSize == 0:
+		b.logLen = strconv.Itoa(broker.DefaultEventLogSize)
+	default:
+		b.logLen = strconv.Itoa(opts.EventLogSize)
+	}
 	return b
 }
 
@@ -153,6 +171,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Broker, error) {
 	}
 	if opts.TLSConfig != nil {
 		co.TLSConfig = opts.TLSConfig
+	}
+	if opts.EventLogSize == 0 {
+		opts.EventLogSize = set.EventLogSize
 	}
 	if opts.DialTimeout > 0 {
 		co.Dialer.Timeout = opts.DialTimeout

@@ -24,8 +24,10 @@ import (
 // The port defaults to 6379 (26379 for sentinels). The password of a
 // sentinel URL is the master's; sentinel_password=… gives the sentinels'
 // own. Accepted query parameters: timeout (Options.Timeout, a Go
-// duration), dial_timeout (a Go duration), client_name, master /
-// sentinel_password for redis-sentinel, and on every scheme the
+// duration), dial_timeout (a Go duration), client_name, event_log (the
+// size of each queue's event log, 0 to turn it off; see
+// URLSettings.EventLogSize), master / sentinel_password for
+// redis-sentinel, and on every scheme the
 // WaitOptions: wait_replicas (a count), wait_timeout (a Go duration, at
 // least 1ms) and wait_aof_local (true/false or 1/0). Any other parameter,
 // a bad value, a bad port or db, or a missing host is an error naming it
@@ -133,6 +135,15 @@ func ParseURL(rawURL string) (rueidis.ClientOption, URLSettings, error) {
 			co.Sentinel.Dialer.Timeout = d
 		case k == "client_name":
 			co.ClientName = val
+		case k == "event_log":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 || n > maxEventLogSize {
+				return bad("event_log %q: want the number of entries each queue's event log keeps (0 turns it off; at most %d)", val, maxEventLogSize)
+			}
+			set.EventLogSize = n
+			if n == 0 {
+				set.EventLogSize = -1
+			}
 		case k == "master" && scheme == "redis-sentinel":
 			co.Sentinel.MasterSet = val
 		case k == "sentinel_password" && scheme == "redis-sentinel":
@@ -188,7 +199,13 @@ type URLSettings struct {
 	Wait *WaitOptions
 	// Timeout is the timeout parameter; 0 when the URL has none.
 	Timeout time.Duration
+	// EventLogSize is the event_log parameter as an Options.EventLogSize:
+	// 0 when the URL has none, -1 for event_log=0 (the log is off).
+	EventLogSize int
 }
+
+// maxEventLogSize bounds the event_log parameter.
+const maxEventLogSize = 1_000_000
 
 // hostPort checks h ("host", "host:port", "[v6]", "[v6]:port") and adds
 // the default port.

@@ -22,6 +22,7 @@ func TestParseURL(t *testing.T) {
 		single   bool
 		timeout  time.Duration
 		call     time.Duration // the timeout parameter
+		events   int           // the event_log parameter as URLSettings.EventLogSize
 		sentPass string
 	}{
 		{url: "redis://localhost:6379/0", addrs: []string{"localhost:6379"}, single: true},
@@ -34,6 +35,8 @@ func TestParseURL(t *testing.T) {
 		{url: "redis://[::1]", addrs: []string{"[::1]:6379"}, single: true},
 		{url: "redis://h?dial_timeout=2s", addrs: []string{"h:6379"}, single: true, timeout: 2 * time.Second},
 		{url: "redis://h?timeout=1500ms", addrs: []string{"h:6379"}, single: true, call: 1500 * time.Millisecond},
+		{url: "redis://h?event_log=0", addrs: []string{"h:6379"}, single: true, events: -1},
+		{url: "redis://h?event_log=500", addrs: []string{"h:6379"}, single: true, events: 500},
 		{url: "rediss://secure.example:6380/4", addrs: []string{"secure.example:6380"}, db: 4, tls: true, single: true},
 		{url: "redis-sentinel://:pw@s1:26379,s2:26380,s3/5?master=mymaster", addrs: []string{"s1:26379", "s2:26380", "s3:26379"}, db: 5, pass: "pw", master: "mymaster"},
 		{url: "redis-sentinel://s1?master=m&sentinel_password=sp", addrs: []string{"s1:26379"}, master: "m", sentPass: "sp"},
@@ -48,6 +51,9 @@ func TestParseURL(t *testing.T) {
 			}
 			if set.Wait != nil {
 				t.Errorf("WaitOptions = %+v, want nil (no wait_* parameter)", *set.Wait)
+			}
+			if set.EventLogSize != tt.events {
+				t.Errorf("EventLogSize = %d, want %d", set.EventLogSize, tt.events)
 			}
 			if set.Timeout != tt.call {
 				t.Errorf("Timeout = %v, want %v", set.Timeout, tt.call)
@@ -145,6 +151,9 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://h?timeout=0", `timeout "0"`},
 		{"redis://h?timeout=-1s", `timeout "-1s"`},
 		{"redis://h?timeout=5", `timeout "5"`},
+		{"redis://h?event_log=off", "event_log"},
+		{"redis://h?event_log=-5", "event_log"},
+		{"redis://h?event_log=1000001", "event_log"},
 		{"redis-sentinel://s1,s2", "needs ?master=NAME"},
 		{"redis-sentinel://s1,,s2?master=m", "empty host"},
 		{"redis-cluster://n1,n2/1", "only database 0"},

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/htqueue/htq/internal/api"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/dispatch"
 	"github.com/htqueue/htq/internal/model"
@@ -58,6 +59,9 @@ type Config struct {
 	// public (loopback, private, link-local, …). Empty: public addresses
 	// only.
 	AllowTargets []string
+	// CORSOrigins lists the origins (scheme://host[:port], or "*") whose
+	// browsers may call the /v1 API. Empty: none (CORS is off).
+	CORSOrigins []string
 
 	// TimeZone is the IANA name of the zone the HTQ API's execute_time and
 	// cron schedules are read in (default "Local", the machine's zone).
@@ -253,6 +257,9 @@ func (c Config) ValidateFrom(source func(setting string) string) error {
 	}
 	if _, err := dispatch.NewGuard(c.AllowTargets); err != nil {
 		bad("allow-targets", "%v", err)
+	}
+	if err := api.CheckCORSOrigins(c.CORSOrigins); err != nil {
+		bad("cors-origins", "%v", err)
 	}
 	if _, err := time.LoadLocation(c.TimeZone); err != nil {
 		bad("tz", "%q: unknown time zone (want an IANA name such as Europe/Paris, UTC or Local): %v", c.TimeZone, err)

@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -199,6 +200,7 @@ func TestBadConfig(t *testing.T) {
 		{"bad secret", func(c *service.Config) { c.SigningSecrets = []string{"whsec_notbase64!"} }, []string{"signing-secrets"}},
 		{"three secrets", func(c *service.Config) { c.SigningSecrets = []string{testSecret, testSecret, testSecret} }, []string{"signing-secrets"}},
 		{"bad allowlist", func(c *service.Config) { c.AllowTargets = []string{"10.0.0.0/33"} }, []string{"allow-targets"}},
+		{"bad CORS origin", func(c *service.Config) { c.CORSOrigins = []string{"dash.example.com"} }, []string{"cors-origins", "dash.example.com"}},
 		{"tz", func(c *service.Config) { c.TimeZone = "Mars/Olympus" }, []string{"tz", "Mars/Olympus"}},
 		{"concurrency", func(c *service.Config) { c.Concurrency = -1 }, []string{"concurrency"}},
 		{"write timeout", func(c *service.Config) { c.WriteTimeout = 10 * time.Second }, []string{"write-timeout"}},
@@ -355,5 +357,53 @@ func TestRedisWaitSetting(t *testing.T) {
 	other := map[string]any{"type": "other", "options": map[string]any{"task_id": "w1"}}
 	if status, body := c.call("POST", "/v1/queues/jobs/tasks", other, nil); status != http.StatusConflict || !strings.Contains(string(body), "task_id_conflict") {
 		t.Errorf("another task under w1: %d %s; want 409 task_id_conflict", status, body)
+	}
+}
+
+// TestEventStreamOutlivesTimeouts: an event stream stays open past the
+// HTTP server's read timeout (the request's deadlines are lifted for it)
+// and ends when the service shuts down.
+func TestEventStreamOutlivesTimeouts(t *testing.T) {
+	cfg := testConfig(t, "mem:")
+	cfg.ReadTimeout = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	svc, err := service.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", svc.URL()+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	time.Sleep(3 * cfg.ReadTimeout) // the read timeout must pass
+	c := newClient(t, svc.URL(), testToken)
+	if status, data := c.call("POST", "/v1/queues/q/tasks", map[string]any{"type": "t"}, nil); status != http.StatusCreated {
+		t.Fatalf("enqueue: %d %s", status, data)
+	}
+	for line := range lines {
+		if line == "event: enqueued" {
+			break
+		}
+	}
+	start := time.Now()
+	if err := svc.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Shutdown took %v with an event stream open", d)
+	}
+	for range lines {
 	}
 }

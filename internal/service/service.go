@@ -170,6 +170,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		DispatchTimeout:    cfg.DispatchTimeout,
 		MetricsAuth:        cfg.metricsAuth(),
 		EnqueueRetryFor:    cfg.StorageTimeout,
+		CORSOrigins:        cfg.CORSOrigins,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: API: %w", err)
@@ -366,6 +367,11 @@ func (s *Service) URL() string {
 	}
 	return "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port))
 }
+
+// Storage returns the storage the service opened, for a Go program that
+// runs the service and enqueues or inspects through the library as well
+// (the service closes it at Shutdown).
+func (s *Service) Storage() *htq.Storage { return s.storage }
 
 // Token returns the API token in force: the configured one, or the
 // current one stored with the data (which a rotation changes).

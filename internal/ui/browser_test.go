@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/htqueue/htq"
+	"github.com/htqueue/htq/internal/service"
 )
 
 // The browser tests drive a real headless Chromium (Debian's chromium
@@ -172,11 +175,12 @@ func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 type fixture struct {
 	archivedID string // an archived task of "reports"
 	urlTaskID  string // a URL task of "webhooks" whose target answered 500
+	tickerID   string // a schedule that ticks every second
 }
 
 // seed fills a service with queues in every state, a URL task that failed
-// on a 500, a schedule and a paused queue.
-func seed(t *testing.T, c *client) fixture {
+// on a 500, groups of aggregating tasks, schedules and a paused queue.
+func seed(t *testing.T, svc *service.Service, c *client) fixture {
 	t.Helper()
 	var f fixture
 	for i := 1; i <= 12; i++ {
@@ -218,15 +222,25 @@ func seed(t *testing.T, c *client) fixture {
 	}
 
 	// Groups cannot be made over HTTP (htq serve refuses options.group:
-	// it runs no aggregator), so the digests queue gets plain tasks.
+	// it runs no aggregator): a Go program sharing the storage makes them,
+	// here through the service's own storage.
 	for i := range 3 {
 		c.enqueue("digests", map[string]any{"type": "digest:add", "payload": map[string]any{"item": i}})
+	}
+	gc := htq.NewClient(svc.Storage())
+	for i, g := range []string{"user-42", "user-42", "user-42", "user-7"} {
+		if _, err := gc.Enqueue(htq.NewTask("digest:item", []byte(fmt.Sprintf(`{"item":%d}`, i))), htq.Queue("digests"), htq.Group(g)); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// The schedules enqueue into queues whose counts the test does not
 	// check: a run may cross one of their ticks.
 	c.must(http.StatusCreated, "POST", "/v1/schedules", map[string]any{"cron": "0 6 * * *", "queue": "reports", "task": map[string]any{"type": "report:daily", "payload": map[string]any{"kind": "sales"}}}, nil)
 	c.must(http.StatusCreated, "POST", "/v1/schedules", map[string]any{"cron": "@every 15m", "queue": "digests", "task": map[string]any{"type": "digest:send", "payload": map[string]any{}}}, nil)
+	var sched struct{ ID string }
+	c.must(http.StatusCreated, "POST", "/v1/schedules", map[string]any{"cron": "@every 1s", "queue": "digests", "task": map[string]any{"type": "digest:tick"}}, &sched)
+	f.tickerID = sched.ID
 	return f
 }
 
@@ -312,7 +326,7 @@ func TestDashboard(t *testing.T) {
 func dashboard(t *testing.T, broker, shots string) {
 	svc := startService(t, broker, false)
 	c := newClient(t, svc.URL())
-	f := seed(t, c)
+	f := seed(t, svc, c)
 	ctx := newBrowser(t)
 	base := svc.URL()
 
@@ -355,10 +369,7 @@ func dashboard(t *testing.T, broker, shots string) {
 		}
 	}()
 	waitFor(t, ctx, "the paused badge of thumbnails", `!!document.querySelector('#queues tr[data-queue="thumbnails"] .badge-paused')`)
-	mode := eval[string](t, ctx, "document.body.dataset.live")
-	if status := c.status("GET", "/v1/events"); (status == http.StatusOK) != (mode == "events") {
-		t.Errorf("live mode %q while GET /v1/events answers %d: the page must use the event stream exactly when there is one", mode, status)
-	}
+	waitFor(t, ctx, "the event stream", `document.body.dataset.live === 'events'`)
 
 	// A count changes live after an enqueue from outside, without a reload
 	// (and, with an event stream, because of its events).
@@ -371,9 +382,7 @@ func dashboard(t *testing.T, broker, shots string) {
 	if !eval[bool](t, ctx, "window.__sameDocument === true") {
 		t.Error("the page reloaded to show the new count")
 	}
-	if mode == "events" {
-		waitFor(t, ctx, "events after the enqueues", "Number(document.body.dataset.events || 0) > window.__events")
-	}
+	waitFor(t, ctx, "events after the enqueues", "Number(document.body.dataset.events || 0) > window.__events")
 	// The rates and the charts of the busy queue.
 	waitFor(t, ctx, "orders on the overview", `!!document.querySelector('#queues tr[data-queue="orders"]')`)
 	waitFor(t, ctx, "a processing rate for orders",
@@ -431,6 +440,12 @@ func dashboard(t *testing.T, broker, shots string) {
 	c.must(http.StatusOK, "POST", "/v1/queues/reports/tasks/"+id+"/fail", map[string]any{"token": tok, "error": "canceled", "retry_in_s": 3600}, nil)
 
 	step(t, ctx, "the retry tab", chromedp.Click(chromedp.CSS(`.tabs a[data-tab="retry"]`)), chromedp.WaitVisible(chromedp.CSS(`#tasks td.error-cell`)))
+	// The queue's last 14 days, from GET /v1/queues/{queue}/history: today
+	// counts the attempts that ended above.
+	waitFor(t, ctx, "the daily history chart", `!!document.querySelector('#history-chart')`)
+	if got := eval[string](t, ctx, `document.querySelector('#history-chart .legend-ok b').textContent`); got == "0" || got == "" {
+		t.Errorf("the history chart counts %q processed attempts", got)
+	}
 	screenshot(t, ctx, shots, "queue")
 
 	// Find a task by ID: the URL task's page, with its target and last status.
@@ -455,13 +470,23 @@ func dashboard(t *testing.T, broker, shots string) {
 		t.Errorf("hex view starts %q", got)
 	}
 
-	// The groups tab: while the API has no groups route, the notice that
-	// says so (groups cannot be made over HTTP, so there is none to list).
-	step(t, ctx, "the groups tab", chromedp.Navigate(base+"/ui/queues/digests?state=groups"), chromedp.WaitVisible(chromedp.CSS(`table.groups, .notice`)))
-	if c.status("GET", "/v1/queues/digests/groups") != http.StatusOK {
-		if got := eval[string](t, ctx, `document.querySelector('.notice code').textContent`); got != "GET /v1/queues/{queue}/groups" {
-			t.Errorf("without the groups route the notice names %q", got)
-		}
+	// The groups tab lists the groups with their sizes; a group opens its
+	// aggregating tasks, and "Run all" sends them to pending in one call.
+	step(t, ctx, "the groups tab", chromedp.Navigate(base+"/ui/queues/digests?state=groups"), chromedp.WaitVisible(chromedp.CSS(`table.groups tr[data-group="user-42"]`)))
+	if got := eval[string](t, ctx, `document.querySelector('table.groups tr[data-group="user-42"] td.num').textContent`); got != "3" {
+		t.Errorf("group user-42 shows %q tasks, want 3", got)
+	}
+	screenshot(t, ctx, shots, "groups")
+	step(t, ctx, "open group user-42",
+		chromedp.Click(chromedp.CSS(`table.groups tr[data-group="user-42"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-bulk="run"]`)))
+	if n := eval[int](t, ctx, `document.querySelectorAll('#tasks tbody tr').length`); n != 3 {
+		t.Errorf("group user-42 lists %d tasks, want 3", n)
+	}
+	step(t, ctx, "run the group, confirmed", chromedp.Click(chromedp.CSS(`button[data-bulk="run"]`)), chromedp.WaitVisible(chromedp.CSS(`#confirm-ok`)), chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+	waitFor(t, ctx, "the group's tasks to leave", `document.querySelectorAll('#tasks tbody tr').length === 0`)
+	if _, counts := c.queueStats("digests"); counts["aggregating"] != 1 {
+		t.Errorf("after running group user-42: %d aggregating, want 1 (user-7)", counts["aggregating"])
 	}
 
 	// Every pending task of a state, after a confirmation: archive them all.
@@ -476,14 +501,44 @@ func dashboard(t *testing.T, broker, shots string) {
 		t.Errorf("after archive all: %v", counts)
 	}
 
-	// Servers and schedules.
-	step(t, ctx, "servers", chromedp.Click(chromedp.CSS(`a[data-nav="servers"]`)), chromedp.WaitVisible(chromedp.CSS(`.servers, .notice, .empty`)))
-	screenshot(t, ctx, shots, "servers")
-	step(t, ctx, "schedules", chromedp.Click(chromedp.CSS(`a[data-nav="schedules"]`)), chromedp.WaitVisible(chromedp.CSS(`table.schedules`)))
-	if n := eval[int](t, ctx, `document.querySelectorAll('table.schedules tbody tr').length`); n != 2 {
-		t.Errorf("schedules page lists %d, want 2", n)
+	// Servers: htq serve's URL worker, and a pull worker that names
+	// itself, with the task it holds.
+	var held struct {
+		Tasks []struct{ ID string } `json:"tasks"`
 	}
+	c.must(http.StatusOK, "POST", "/v1/fetch", map[string]any{"queues": []string{"digests"}, "worker_id": "worker-7", "count": 4, "lease_s": 600}, &held)
+	if len(held.Tasks) == 0 {
+		t.Fatal("the pull worker fetched nothing from digests")
+	}
+	step(t, ctx, "servers", chromedp.Click(chromedp.CSS(`a[data-nav="servers"]`)), chromedp.WaitVisible(chromedp.CSS(`table.servers`)))
+	waitFor(t, ctx, "the pull worker on the servers page", `!!document.querySelector('table.servers tr[data-server="worker-7"]')`)
+	row := eval[string](t, ctx, `document.querySelector('table.servers tr[data-server="worker-7"]').textContent`)
+	if !strings.Contains(row, "pull worker") || !strings.Contains(row, held.Tasks[0].ID) {
+		t.Errorf("the pull worker's row %q does not show it as a pull worker with task %s", row, held.Tasks[0].ID)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('table.servers tbody tr').length`); n != 2 {
+		t.Errorf("servers page lists %d servers, want 2 (the URL worker and worker-7)", n)
+	}
+	screenshot(t, ctx, shots, "servers")
+
+	// Schedules with their next and last runs; a schedule's page with the
+	// tasks its ticks enqueued.
+	step(t, ctx, "schedules", chromedp.Click(chromedp.CSS(`a[data-nav="schedules"]`)), chromedp.WaitVisible(chromedp.CSS(`table.schedules`)))
+	if n := eval[int](t, ctx, `document.querySelectorAll('table.schedules tbody tr').length`); n != 3 {
+		t.Errorf("schedules page lists %d, want 3", n)
+	}
+	waitFor(t, ctx, "the next and last run of the ticking schedule",
+		`!!document.querySelector('table.schedules tr[data-schedule="`+f.tickerID+`"] td[data-col="next"] time') &&
+		 !!document.querySelector('table.schedules tr[data-schedule="`+f.tickerID+`"] td[data-col="prev"] time')`)
 	screenshot(t, ctx, shots, "schedules")
+	step(t, ctx, "the ticking schedule's page",
+		chromedp.Click(chromedp.CSS(`table.schedules tr[data-schedule="`+f.tickerID+`"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`table.history tbody tr a`)))
+	taskLink := eval[string](t, ctx, `document.querySelector('table.history tbody tr a').getAttribute('href')`)
+	if !strings.HasPrefix(taskLink, "/ui/queues/digests/tasks/") {
+		t.Errorf("a tick links to %q, want a task of digests", taskLink)
+	}
+	screenshot(t, ctx, shots, "schedule")
 
 	// Logout: back to the login page, and the session is gone.
 	step(t, ctx, "log out", chromedp.Click(chromedp.CSS(`#logout`)), chromedp.WaitVisible(chromedp.CSS(`#token`)))

@@ -116,6 +116,8 @@ func Run(t *testing.T, newBroker Factory) {
 		{"Presence", presenceTests()},
 		{"Groups", groupTests()},
 		{"Scheduler", schedulerTests()},
+		// broker.EventLog (eventlog.go).
+		{"EventLog", eventLogTests()},
 		// broker.MetaStore (meta.go).
 		{"Meta", metaTests()},
 	}

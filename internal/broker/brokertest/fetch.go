@@ -21,6 +21,22 @@ func fetchTests() []testCase {
 			wantIDs(e, "fetch order, one at a time", got, want)
 			e.fetchNone("default")
 		}},
+		{"TokenNamesServer", func(e *env) {
+			e.add("default")
+			e.add("default")
+			ls, err := e.b.Fetch(e.ctx, broker.FetchParams{Queue: "default", Max: 2, LeaseDuration: leaseFor, ServerID: "worker/7"})
+			if err != nil || len(ls) != 2 {
+				e.Fatalf("Fetch = %d leases, %v; want 2", len(ls), err)
+			}
+			for _, l := range ls {
+				if got := broker.ServerOfToken(l.Token); got != "worker/7" {
+					e.Errorf("ServerOfToken(%q) = %q, want the fetching server worker/7", l.Token, got)
+				}
+			}
+			if ls[0].Token == ls[1].Token {
+				e.Errorf("two leases share the token %q", ls[0].Token)
+			}
+		}},
 		{"FIFOInOneFetch", func(e *env) {
 			var want []string
 			for range 5 {

@@ -330,6 +330,7 @@ func runnable(t *memTask) bool {
 func (b *memBroker) makePending(q *memQueue, queue string, t *memTask) {
 	t.state, t.due, t.since = base.StatePending, time.Time{}, b.clock.Now()
 	b.pushPending(q, queue, t.msg.ID, false)
+	b.logEvent(queue, broker.LogRetried, t.msg.ID, base.StatePending, "")
 }
 
 // archiveTask moves t (not active) to archived.
@@ -338,6 +339,7 @@ func (b *memBroker) archiveTask(q *memQueue, t *memTask) {
 		q.pending = slices.DeleteFunc(q.pending, func(s string) bool { return s == t.msg.ID })
 	}
 	t.state, t.due, t.archivedAt = base.StateArchived, time.Time{}, b.clock.Now()
+	b.logEvent(t.msg.Queue, broker.LogArchived, t.msg.ID, base.StateArchived, "")
 }
 
 func (b *memBroker) RunTask(_ context.Context, queue, id string) error {
@@ -416,6 +418,7 @@ func (b *memBroker) DeleteAll(_ context.Context, queue string, state base.TaskSt
 		}
 		q.unlock(t)
 		delete(q.tasks, t.msg.ID)
+		b.logEvent(queue, broker.LogDeleted, t.msg.ID, 0, "")
 	})
 }
 
@@ -443,7 +446,10 @@ func (b *memBroker) PauseQueue(_ context.Context, queue string) error {
 	if err := base.ValidateQueueName(queue); err != nil {
 		return err
 	}
-	b.queue(queue).paused = true
+	if q := b.queue(queue); !q.paused {
+		q.paused = true
+		b.logEvent(queue, broker.LogPaused, "", 0, "")
+	}
 	return nil
 }
 
@@ -457,6 +463,7 @@ func (b *memBroker) UnpauseQueue(_ context.Context, queue string) error {
 	}
 	if q := b.queues[queue]; q != nil && q.paused {
 		q.paused = false
+		b.logEvent(queue, broker.LogResumed, "", 0, "")
 		if len(q.pending) > 0 {
 			b.publish(broker.EventReady, queue)
 		}
@@ -482,6 +489,7 @@ func (b *memBroker) DeleteQueue(_ context.Context, queue string, force bool) err
 		}
 	}
 	delete(b.queues, queue)
+	delete(b.logs, queue)
 	return nil
 }
 

@@ -62,6 +62,7 @@ type memBroker struct {
 	subs   map[chan broker.Event]struct{}
 	meta   map[string][]byte
 	memAdminBroker
+	memLogs
 }
 
 var _ broker.Broker = (*memBroker)(nil)
@@ -69,7 +70,7 @@ var _ brokertest.InvariantChecker = (*memBroker)(nil)
 
 func newMemBroker(clock clockwork.Clock) *memBroker {
 	return &memBroker{clock: clock, queues: map[string]*memQueue{}, subs: map[chan broker.Event]struct{}{},
-		memAdminBroker: newMemAdminBroker()}
+		memAdminBroker: newMemAdminBroker(), memLogs: newMemLogs()}
 }
 
 func cloneMsg(m *base.TaskMessage) *base.TaskMessage {
@@ -188,6 +189,7 @@ func (b *memBroker) enqueueLocked(p broker.EnqueueParams) error {
 	if p.Msg.UniqueKey != "" {
 		q.locks[p.Msg.UniqueKey] = memLock{id: p.Msg.ID, expires: now.Add(p.Msg.UniqueTTL)}
 	}
+	b.logEvent(p.Msg.Queue, broker.LogEnqueued, p.Msg.ID, t.state, "")
 	return nil
 }
 
@@ -242,8 +244,9 @@ func (b *memBroker) Fetch(_ context.Context, p broker.FetchParams) ([]*broker.Le
 		id := q.pending[0]
 		q.pending = q.pending[1:]
 		t := q.tasks[id]
-		t.state, t.deadline, t.token = base.StateActive, deadline, newToken()
+		t.state, t.deadline, t.token = base.StateActive, deadline, p.ServerID+"/"+newToken()
 		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: deadline, Duration: lease})
+		b.logEvent(p.Queue, broker.LogStarted, id, base.StateActive, "")
 	}
 	b.spend(q, len(out))
 	return out, nil
@@ -295,8 +298,10 @@ func (b *memBroker) Complete(_ context.Context, ls []broker.LeaseRef) []error {
 		}
 		if t.keep > 0 {
 			t.state, t.completedAt, t.token, t.deadline = base.StateCompleted, now, "", time.Time{}
+			b.logEvent(l.Queue, broker.LogSucceeded, l.ID, base.StateCompleted, "")
 		} else {
 			delete(q.tasks, l.ID)
+			b.logEvent(l.Queue, broker.LogSucceeded, l.ID, 0, "")
 		}
 	}
 	return errs
@@ -333,6 +338,7 @@ func (b *memBroker) Retry(_ context.Context, p broker.RetryParams) error {
 	b.queues[p.Lease.Queue].count(b.clock.Now(), p.IsFailure)
 	t.state, t.due = base.StateRetry, b.clock.Now().Add(p.Delay)
 	b.publish(broker.EventScheduled, p.Lease.Queue)
+	b.logEvent(p.Lease.Queue, broker.LogFailed, p.Lease.ID, base.StateRetry, p.ErrMsg)
 	return nil
 }
 
@@ -347,6 +353,7 @@ func (b *memBroker) Archive(_ context.Context, p broker.ArchiveParams) error {
 	}
 	b.queues[p.Lease.Queue].count(b.clock.Now(), true)
 	t.state, t.archivedAt = base.StateArchived, b.clock.Now()
+	b.logEvent(p.Lease.Queue, broker.LogFailed, p.Lease.ID, base.StateArchived, p.ErrMsg)
 	if t.watched {
 		b.publishEvent(broker.Event{Kind: broker.EventDone, Queue: p.Lease.Queue, TaskID: p.Lease.ID})
 	}
@@ -364,6 +371,7 @@ func (b *memBroker) Requeue(_ context.Context, l broker.LeaseRef) error {
 	}
 	t.state, t.token, t.deadline, t.since = base.StatePending, "", time.Time{}, b.clock.Now()
 	b.pushPending(q, l.Queue, l.ID, true)
+	b.logEvent(l.Queue, broker.LogRetried, l.ID, base.StatePending, "")
 	return nil
 }
 
@@ -459,6 +467,9 @@ func (b *memBroker) Forward(_ context.Context, queue string, limit int) (broker.
 			r.HasNext, r.NextIn = true, 0
 			break
 		}
+		if t.state == base.StateRetry {
+			b.logEvent(queue, broker.LogRetried, t.msg.ID, base.StatePending, "")
+		}
 		t.state, t.due, t.since = base.StatePending, time.Time{}, now
 		b.pushPending(q, queue, t.msg.ID, false)
 		r.Moved++
@@ -540,6 +551,7 @@ func (b *memBroker) DeleteTask(_ context.Context, queue, id string) error {
 	}
 	q.unlock(t)
 	delete(q.tasks, id)
+	b.logEvent(queue, broker.LogDeleted, id, 0, "")
 	return nil
 }
 

@@ -3,12 +3,14 @@
 -- KEYS[1] task hash  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] archived zset  KEYS[5] task hash prefix  KEYS[6] unique lock prefix
 -- KEYS[7] processed counter  KEYS[8] failed counter
+-- KEYS[9] event log (stream)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] lease token
 -- ARGV[4] error message  ARGV[5] '1' requires the lease to have expired
 -- ARGV[6] max archive size  ARGV[7] max archive age ms
 -- ARGV[8] events channel  ARGV[9] queue name
+-- ARGV[10] event log length ('0' = off)
 -- Returns 1 when archived, 0 when the lease is lost. Publishes
--- d:<queue>:<id> when the task is watched.
+-- d:<queue>:<id> when the task is watched. Logs the failure (log_event).
 local id = ARGV[2]
 if not holds(redis.call('HGET', KEYS[3], id), ARGV[3]) then return 0 end
 local now = now_ms(ARGV[1])
@@ -26,4 +28,5 @@ if redis.call('HEXISTS', KEYS[1], 'w') == 1 then
   redis.call('PUBLISH', ARGV[8], 'd:' .. ARGV[9] .. ':' .. id)
 end
 trim_archive(KEYS[4], KEYS[5], KEYS[6], now, tonumber(ARGV[6]), tonumber(ARGV[7]))
+log_event(KEYS[9], ARGV[10], ARGV[1], 'f', id, '5', ARGV[4])
 return 1

@@ -3,13 +3,14 @@
 -- KEYS[1] task hash  KEYS[2] pending list  KEYS[3] scheduled zset
 -- KEYS[4] retry zset  KEYS[5] archived zset  KEYS[6] group zset prefix
 -- KEYS[7] groups set  KEYS[8] leases hash  KEYS[9] task hash prefix
--- KEYS[10] unique lock prefix
+-- KEYS[10] unique lock prefix  KEYS[11] event log (stream)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID
 -- ARGV[3] max archive size  ARGV[4] max archive age ms
+-- ARGV[5] event log length ('0' = off)
 -- Returns 1 when archived, 0 when it already was, -1 when there is no
 -- such task, -2 when it is in another state (active, completed, or
 -- aggregating but taken by an aggregator). A pending task costs an LREM,
--- O(pending).
+-- O(pending). Logs the archiving (log_event).
 local id = ARGV[2]
 local s = state_of(KEYS[1], KEYS[8], id)
 if not s then return -1 end
@@ -36,4 +37,5 @@ local now = now_ms(ARGV[1])
 redis.call('HSET', KEYS[1], 's', '5')
 redis.call('ZADD', KEYS[5], now, id)
 trim_archive(KEYS[5], KEYS[9], KEYS[10], now, tonumber(ARGV[3]), tonumber(ARGV[4]))
+log_event(KEYS[11], ARGV[5], ARGV[1], 'a', id, '5', '')
 return 1

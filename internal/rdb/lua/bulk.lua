@@ -3,14 +3,17 @@
 -- KEYS[1] the structure: pending list, or a scheduled, retry, archived,
 -- completed or group zset  KEYS[2] pending list  KEYS[3] archived zset
 -- KEYS[4] task hash prefix  KEYS[5] unique lock prefix  KEYS[6] groups set
+-- KEYS[7] event log (stream)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] 'd' delete, 'r' run (to
 -- pending), 'a' archive  ARGV[3] 'l' when KEYS[1] is the list, 'z' a zset
 -- ARGV[4] batch size  ARGV[5] group key when KEYS[1] is a group ('' if not)
 -- ARGV[6] events channel  ARGV[7] queue name  ARGV[8] max archive size
--- ARGV[9] max archive age ms
+-- ARGV[9] max archive age ms  ARGV[10] event log length ('0' = off)
 -- Returns {tasks changed, entries taken from KEYS[1], entries left in
 -- KEYS[1]}. Entries without a task hash are dropped. Publishes r:<queue>
--- when run tasks made pending go from empty to not empty.
+-- when run tasks made pending go from empty to not empty. The tasks
+-- changed are logged in one entry (log_events: deleted, retried or
+-- archived).
 local op, n = ARGV[2], tonumber(ARGV[4])
 local ids = {}
 if ARGV[3] == 'l' then
@@ -23,7 +26,7 @@ if #ids == 0 then return {0, 0, 0} end
 local now = now_ms(ARGV[1])
 local was_empty = op == 'r' and redis.call('LLEN', KEYS[2]) == 0
 local changed = 0
-local zadd = {}
+local zadd, logged = {}, {}
 for _, id in ipairs(ids) do
   local tk = KEYS[4] .. id
   if redis.call('HEXISTS', tk, 'm') == 1 then
@@ -38,8 +41,16 @@ for _, id in ipairs(ids) do
       zadd[#zadd + 1] = now
       zadd[#zadd + 1] = id
     end
+    logged[#logged + 1] = id
   end
 end
+local kind, state = 'x', '0'
+if op == 'r' then
+  kind, state = 'r', '2'
+elseif op == 'a' then
+  kind, state = 'a', '5'
+end
+log_events(KEYS[7], ARGV[10], ARGV[1], kind, logged, string.rep(state, #logged))
 if ARGV[5] ~= '' and redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('SREM', KEYS[6], ARGV[5])
 end

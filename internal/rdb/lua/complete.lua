@@ -2,17 +2,18 @@
 -- succeeded. Each entry is checked and applied on its own.
 -- KEYS[1] active zset  KEYS[2] leases hash  KEYS[3] completed zset
 -- KEYS[4] task hash prefix  KEYS[5] unique lock prefix
--- KEYS[6] processed counter
+-- KEYS[6] processed counter  KEYS[7] event log (stream)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] events channel
--- ARGV[3] queue name  ARGV[4] watch grace ms, then pairs ARGV[2i+3] task
--- ID, ARGV[2i+4] lease token.
+-- ARGV[3] queue name  ARGV[4] watch grace ms  ARGV[5] event log length
+-- ('0' = off), then pairs ARGV[2i+4] task ID, ARGV[2i+5] lease token.
 -- Returns one integer per pair: 1 completed, 0 lease lost (the task is not
 -- active, the token is not its lease's, or the pair repeats an earlier one).
 -- A watched task publishes d:<queue>:<id> and, without retention, is kept
 -- completed for the watch grace so that its watcher can read it.
+-- The successes are logged in one entry (log_events).
 local now = now_ms(ARGV[1])
 local ids = {}
-for i = 5, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+for i = 6, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
 local held = {}
 local i = 1
 while i <= #ids do
@@ -21,10 +22,10 @@ while i <= #ids do
   for k = 1, #part do held[i + k - 1] = part[k] end
   i = j + 1
 end
-local res, done, dels, seen = {}, {}, {}, {}
+local res, done, dels, seen, states = {}, {}, {}, {}, {}
 for n = 1, #ids do
   local id = ids[n]
-  local tok = ARGV[2 * n + 4]
+  local tok = ARGV[2 * n + 5]
   if holds(held[n], tok) and not seen[id] then
     seen[id] = true
     done[#done + 1] = id
@@ -42,8 +43,10 @@ for n = 1, #ids do
     if keep > 0 then
       redis.call('HSET', tk, 's', '6', 'c', istr(now))
       redis.call('ZADD', KEYS[3], now + keep, id)
+      states[#states + 1] = '6'
     else
       dels[#dels + 1] = tk
+      states[#states + 1] = '0'
     end
     res[n] = 1
   else
@@ -54,6 +57,7 @@ if #done > 0 then
   call_many('ZREM', KEYS[1], done)
   call_many('HDEL', KEYS[2], done)
   count(KEYS[6], now, #done)
+  log_events(KEYS[7], ARGV[5], ARGV[1], 'd', done, table.concat(states))
 end
 if #dels > 0 then
   local k = 1

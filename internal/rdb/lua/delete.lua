@@ -2,10 +2,11 @@
 -- KEYS[1] task hash  KEYS[2] pending list  KEYS[3] scheduled zset
 -- KEYS[4] retry zset  KEYS[5] archived zset  KEYS[6] completed zset
 -- KEYS[7] unique lock prefix  KEYS[8] group zset prefix  KEYS[9] groups set
--- KEYS[10] leases hash
--- ARGV[1] task ID
+-- KEYS[10] leases hash  KEYS[11] event log (stream)
+-- ARGV[1] task ID  ARGV[2] event time ms ('' = the log entry's)
+-- ARGV[3] event log length ('0' = off)
 -- Returns 1 when deleted, -1 when there is no such task, -2 when it is
--- active.
+-- active. Logs the deletion (log_event).
 local f = redis.call('HMGET', KEYS[1], 's', 'u', 'g', 'm')
 if not f[4] then return -1 end
 if redis.call('HEXISTS', KEYS[10], ARGV[1]) == 1 then return -2 end
@@ -28,4 +29,5 @@ elseif s == '7' and f[3] then
 end
 release_unique(KEYS[7], f[2], id)
 redis.call('DEL', KEYS[1])
+log_event(KEYS[11], ARGV[3], ARGV[2], 'x', id, '0', '')
 return 1

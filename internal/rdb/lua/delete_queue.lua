@@ -5,7 +5,7 @@
 -- KEYS[4] scheduled zset  KEYS[5] retry zset  KEYS[6] archived zset
 -- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] aggregation sets zset
 -- KEYS[10] paused flag  KEYS[11] settings hash  KEYS[12] processed counter
--- KEYS[13] failed counter
+-- KEYS[13] failed counter  KEYS[14] event log (stream)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] '1' to delete tasks too (force)
 -- Returns -1 when the queue holds tasks and ARGV[2] is not '1', -2 when it
 -- holds active tasks, 0 when it held no task and every key of it is
@@ -26,6 +26,6 @@ for d = today - 91, today + 1 do
   dels[#dels + 1] = KEYS[12] .. ':' .. istr(d)
   dels[#dels + 1] = KEYS[13] .. ':' .. istr(d)
 end
-for i = 8, 13 do dels[#dels + 1] = KEYS[i] end
+for i = 8, 14 do dels[#dels + 1] = KEYS[i] end
 redis.call('DEL', unpack(dels))
 return 0

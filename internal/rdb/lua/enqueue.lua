@@ -1,17 +1,20 @@
 -- enqueue.lua: stores one new task as pending, scheduled or aggregating.
 -- KEYS[1] task hash          KEYS[2] pending list     KEYS[3] scheduled zset
 -- KEYS[4] unique lock prefix KEYS[5] group zset prefix KEYS[6] groups set
+-- KEYS[7] event log (stream)
 -- ARGV[1] now ms ('' = Redis TIME)   ARGV[2] task ID   ARGV[3] message (codec)
 -- ARGV[4] process-at ms (0 = now)    ARGV[5] unique key ('' = none)
 -- ARGV[6] unique TTL ms              ARGV[7] lock PX ms (cleanup only)
 -- ARGV[8] group key ('' = none)      ARGV[9] retention ms
 -- ARGV[10] events channel            ARGV[11] queue name
+-- ARGV[12] event log length ('0' = off)
 -- Returns the new state (2 pending, 3 scheduled, 7 aggregating), 0 when
 -- the task is stored already with this very message (an earlier attempt
 -- of the same Enqueue, in whatever state; see stored_same), -1 when
 -- another task holds the ID, -2 when the unique lock is held.
 -- Publishes r:<queue> when pending went from empty to one task and
--- s:<queue> when the task became the earliest scheduled one.
+-- s:<queue> when the task became the earliest scheduled one. Logs the
+-- enqueue (log_event).
 -- A plain task (no unique key, group or due time) costs HSETNX + LPUSH:
 -- HSETNX is both the ID check and the first write.
 local id = ARGV[2]
@@ -68,4 +71,5 @@ elseif state == 3 then
 elseif redis.call('LPUSH', KEYS[2], id) == 1 then
   redis.call('PUBLISH', ARGV[10], 'r:' .. ARGV[11])
 end
+log_event(KEYS[7], ARGV[12], ARGV[1], 'e', id, istr(state), '')
 return state

@@ -2,11 +2,13 @@
 -- EnqueueBatch), each as enqueue.lua would, one after the other in order.
 -- KEYS[1] pending list       KEYS[2] scheduled zset   KEYS[3] task hash prefix
 -- KEYS[4] unique lock prefix KEYS[5] group zset prefix KEYS[6] groups set
+-- KEYS[7] event log (stream)
 -- ARGV[1] now ms ('' = Redis TIME)   ARGV[2] events channel
 -- ARGV[3] queue name                 ARGV[4] kinds: one byte per task, '.'
 --   plain (pending now; no unique key, group or retention), 'r' plain with
 --   a retention, 'x' any other
--- ARGV[5 .. 4+n] the n task IDs, ARGV[5+n .. 4+2n] their messages (codec),
+-- ARGV[5] event log length ('0' = off)
+-- ARGV[6 .. 5+n] the n task IDs, ARGV[6+n .. 5+2n] their messages (codec),
 -- then, in task order, 1 argument per 'r' task (retention ms) and 6 per
 -- 'x' task: process-at ms (0 = now), unique key ('' = none), unique TTL
 -- ms, lock PX ms (cleanup only), group key ('' = none), retention ms.
@@ -23,7 +25,9 @@
 -- are read with one MGET first. The lists are written once per chunk: one
 -- LPUSH, one ZADD, one ZADD per group, one SADD. Publishes r:<queue> once
 -- when pending went from empty to not empty and s:<queue> once when a task
--- of the chunk became the earliest scheduled one.
+-- of the chunk became the earliest scheduled one. The stored tasks'
+-- enqueues are logged in one entry, in task order (log_events); a task
+-- stored already ('=') is not logged again.
 -- No task is left half written by an error: MGET and EXISTS do not fail;
 -- HSETNX and stored_same's HGET are called with pcall, WRONGTYPE (a key
 -- of another type holds the task's name) is a taken ID, and OOM or a write ban can only refuse the
@@ -33,9 +37,9 @@
 local kinds = ARGV[4]
 local n = #kinds
 local tprefix = KEYS[3]
-local m0 = 4 + n -- ARGV[m0 + i] is the message of task i
+local m0 = 5 + n -- ARGV[m0 + i] is the message of task i
 local tk = {}
-for i = 1, n do tk[i] = tprefix .. ARGV[4 + i] end
+for i = 1, n do tk[i] = tprefix .. ARGV[5 + i] end
 
 -- Reads.
 local xb -- task index -> ARGV index of its first 'x' argument
@@ -46,7 +50,7 @@ if string.find(kinds, '[^.]') then
   xb, rb = {}, {}
   local lkeys, li = {}, {}
   local need_now = false
-  local b = 5 + 2 * n
+  local b = 6 + 2 * n
   for i = 1, n do
     local k = string.byte(kinds, i)
     if k == 114 then -- 'r'
@@ -76,6 +80,7 @@ local pend, np = {}, 0
 local sched, sched_ids = {}, {}
 local groups, gnames = {}, {}
 local claimed = {} -- unique key -> true once a task of the chunk holds it
+local lids, lstates = {}, {} -- the stored tasks, for the log
 local codes -- nil while every task so far was stored as pending
 for i = 1, n do
   local c
@@ -86,7 +91,7 @@ for i = 1, n do
       c = '2'
       if rb and rb[i] then redis.call('HSET', tk[i], 'R', ARGV[rb[i]]) end
       np = np + 1
-      pend[np] = ARGV[4 + i]
+      pend[np] = ARGV[5 + i]
     elseif r == 0 then
       c = stored_same(tk[i], ARGV[m0 + i]) and '=' or 'i'
     elseif string.sub(r.err, 1, 9) == 'WRONGTYPE' then
@@ -97,7 +102,7 @@ for i = 1, n do
   elseif redis.call('EXISTS', tk[i]) == 1 then
     c = stored_same(tk[i], ARGV[m0 + i]) and '=' or 'i'
   else
-    local id = ARGV[4 + i]
+    local id = ARGV[5 + i]
     local ukey, gkey, ret = ARGV[b + 1], ARGV[b + 4], ARGV[b + 5]
     local held = false
     if ukey ~= '' then
@@ -166,7 +171,12 @@ for i = 1, n do
     for x = 1, i - 1 do codes[x] = '2' end
   end
   if codes then codes[i] = c end
+  if c ~= 'i' and c ~= 'u' and c ~= '=' then
+    lids[#lids + 1] = ARGV[5 + i]
+    lstates[#lstates + 1] = c
+  end
 end
+log_events(KEYS[7], ARGV[5], ARGV[1], 'e', lids, table.concat(lstates))
 
 if np > 0 then
   -- LPUSH a b c pushes a first, as one LPUSH per task would.

@@ -3,17 +3,20 @@
 -- without a retention), exactly as enqueue.lua would, with no library
 -- prepended (lib.lua's functions would be built on every call, which
 -- costs more Redis CPU than the writes themselves).
--- KEYS[1] task hash   KEYS[2] pending list
+-- KEYS[1] task hash   KEYS[2] pending list   KEYS[3] event log (stream)
 -- ARGV[1] message (codec)   ARGV[2] task ID
 -- ARGV[3] events channel    ARGV[4] queue name
 -- ARGV[5] retention ms ('0' = none; htq serve keeps completed tasks, so
 --         most of its tasks carry one)
+-- ARGV[6] event time ms ('' = the log entry's)  ARGV[7] event log length
+-- ('0' = off)
 -- Returns 2 (pending), 0 when the task is stored already with this very
 -- message (an earlier attempt of the same Enqueue; see lib.lua's
--- stored_same, inlined here), or -1 when another task holds the ID
--- (nothing written).
+-- stored_same, inlined here; nothing is logged), or -1 when another task
+-- holds the ID (nothing written).
 -- HSETNX is both the ID check and the first write; publishes r:<queue>
--- when pending went from empty to one task.
+-- when pending went from empty to one task; logs the enqueue as
+-- lib.lua's log_event would.
 if redis.call('HSETNX', KEYS[1], 'm', ARGV[1]) == 0 then
   if redis.call('HGET', KEYS[1], 'm') ~= ARGV[1] then return -1 end
   redis.call('HSET', KEYS[1], 'm', ARGV[1]) -- replicated, for a WAIT
@@ -22,5 +25,12 @@ end
 if ARGV[5] ~= '0' then redis.call('HSET', KEYS[1], 'R', ARGV[5]) end
 if redis.call('LPUSH', KEYS[2], ARGV[2]) == 1 then
   redis.call('PUBLISH', ARGV[3], 'r:' .. ARGV[4])
+end
+if ARGV[7] ~= '0' then
+  if ARGV[6] == '' then
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', '2\n' .. ARGV[2])
+  else
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', '2\n' .. ARGV[2], 'T', ARGV[6])
+  end
 end
 return 2

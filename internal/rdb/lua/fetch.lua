@@ -2,8 +2,10 @@
 -- grants each a lease with a fresh token, within the queue's settings.
 -- KEYS[1] pending list  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] paused flag   KEYS[5] task hash prefix  KEYS[6] settings hash
+-- KEYS[7] event log (stream)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] max tasks  ARGV[3] lease ms
 -- ARGV[4] token prefix ("<server ID>/<random>.", from the caller)
+-- ARGV[5] event log length ('0' = off)
 -- Returns {} when the queue is paused or empty; {-1, retry-in ms} when the
 -- settings (max concurrency, rate limit) allow no task now; else
 -- {deadline ms, lease ms, id, token, m, n, e, f, id, token, ...}. The
@@ -11,6 +13,7 @@
 -- appended when the task has a unique key or a retention or is watched.
 -- An ID without a
 -- task hash (never written by these scripts) is dropped from pending.
+-- The tasks' starts are logged in one entry (log_events).
 -- Settings (hash fields, settings.lua writes them): mc max concurrency,
 -- rl rate (tasks/s), rb burst, ld lease ms; tk, tt the rate limit's token
 -- bucket (tokens at time tt ms).
@@ -74,6 +77,9 @@ end
 if n > 0 then
   call_many('ZADD', KEYS[2], zadd)
   call_many('HSET', KEYS[3], lset)
+  local started = {}
+  for i = 1, #lset, 2 do started[#started + 1] = lset[i] end
+  log_events(KEYS[7], ARGV[5], ARGV[1], 's', started, string.rep('1', n))
 end
 if tokens then
   redis.call('HSET', KEYS[6], 'tk', string.format('%.17g', tokens - n), 'tt', istr(now))

@@ -109,3 +109,44 @@ local function is_earliest(key, id)
   local head = redis.call('ZRANGE', key, 0, 0)
   return head[1] == id
 end
+
+-- log_event appends one entry to a queue's event log, the stream key,
+-- which keeps about max entries (XADD MAXLEN ~; max '0': the log is off
+-- and nothing is written). An entry holds the events of one call and one
+-- kind, in as few fields as XADD takes (each costs Redis time): one pair
+-- whose field is the kind (e enqueued, s started, d succeeded, f failed,
+-- r retried, a archived, x deleted, p paused, u resumed) and whose value
+-- is the tasks' new states, one digit each ('0': none), then each task
+-- ID on a line of its own (IDs hold no newline); the value is '' for a
+-- queue's own event. E holds a failure's error, and T the time in ms
+-- when tms is not '' (a caller's clock, in tests); else the entry ID's
+-- time (Redis TIME) is the events'. log_event logs one task's event (id
+-- '' for a queue's), log_events those of the tasks ids, whose states are
+-- the string states (nothing when ids is empty).
+local function log_entry(key, max, tms, kind, body, err)
+  if err == '' and tms == '' then
+    redis.call('XADD', key, 'MAXLEN', '~', max, '*', kind, body)
+    return
+  end
+  local f = {kind, body}
+  if err ~= '' then
+    f[3], f[4] = 'E', err
+  end
+  if tms ~= '' then
+    f[#f + 1] = 'T'
+    f[#f + 1] = tms
+  end
+  redis.call('XADD', key, 'MAXLEN', '~', max, '*', unpack(f))
+end
+
+local function log_event(key, max, tms, kind, id, state, err)
+  if max == '0' then return end
+  local body = ''
+  if id ~= '' then body = state .. '\n' .. id end
+  log_entry(key, max, tms, kind, body, err)
+end
+
+local function log_events(key, max, tms, kind, ids, states)
+  if max == '0' or #ids == 0 then return end
+  log_entry(key, max, tms, kind, states .. '\n' .. table.concat(ids, '\n'), '')
+end

@@ -1,14 +1,16 @@
 -- retry.lua: moves an active task to retry after a failed attempt.
 -- KEYS[1] task hash  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] retry zset  KEYS[5] processed counter  KEYS[6] failed counter
+-- KEYS[7] event log (stream)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] lease token
 -- ARGV[4] delay ms  ARGV[5] error message  ARGV[6] '1' is a failure: it
 -- counts in Retried and the failed counters
 -- ARGV[7] '1' requires the lease to have expired
 -- ARGV[8] events channel  ARGV[9] queue name
+-- ARGV[10] event log length ('0' = off)
 -- Returns 1 when moved, 0 when the lease is lost (not active, other token,
 -- or, with ARGV[7], not expired yet). Publishes s:<queue> when the task
--- became the earliest retry task.
+-- became the earliest retry task. Logs the failure (log_event).
 local id = ARGV[2]
 if not holds(redis.call('HGET', KEYS[3], id), ARGV[3]) then return 0 end
 local now = now_ms(ARGV[1])
@@ -28,4 +30,5 @@ end
 if is_earliest(KEYS[4], id) then
   redis.call('PUBLISH', ARGV[8], 's:' .. ARGV[9])
 end
+log_event(KEYS[7], ARGV[10], ARGV[1], 'f', id, '4', ARGV[5])
 return 1

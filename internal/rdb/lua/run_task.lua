@@ -2,13 +2,13 @@
 -- pending (RunTask).
 -- KEYS[1] task hash  KEYS[2] pending list  KEYS[3] scheduled zset
 -- KEYS[4] retry zset  KEYS[5] archived zset  KEYS[6] group zset prefix
--- KEYS[7] groups set  KEYS[8] leases hash
+-- KEYS[7] groups set  KEYS[8] leases hash  KEYS[9] event log (stream)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] events channel
--- ARGV[4] queue name
+-- ARGV[4] queue name  ARGV[5] event log length ('0' = off)
 -- Returns 1 when moved, -1 when there is no such task, -2 when it is in
 -- another state (pending, active, completed, or aggregating but taken by
 -- an aggregator). Publishes r:<queue> when pending went from empty to one
--- task.
+-- task. Logs it as retried (log_event).
 local id = ARGV[2]
 local s = state_of(KEYS[1], KEYS[8], id)
 if not s then return -1 end
@@ -34,4 +34,5 @@ make_pending(KEYS[1], now)
 if redis.call('LPUSH', KEYS[2], id) == 1 then
   redis.call('PUBLISH', ARGV[3], 'r:' .. ARGV[4])
 end
+log_event(KEYS[9], ARGV[5], ARGV[1], 'r', id, '2', '')
 return 1

@@ -2,7 +2,7 @@
 // bulk actions of a state, each confirmed when it destroys or moves many
 // tasks. In read-only mode no page shows them, and the server refuses them.
 
-import { call, paths, missing, readOnly } from './api.js';
+import { call, paths, readOnly } from './api.js';
 import { h } from './dom.js';
 
 /** toast shows a short message in the corner for a few seconds. */
@@ -111,10 +111,9 @@ export const bulkActionsFor = (state) => actionsFor(state);
  * aggregating tasks) after a confirmation, and returns how many tasks it
  * moved, or null when it was not confirmed or failed.
  *
- * It asks the API's bulk call, POST /v1/queues/{q}/bulk. While the server
- * has no such route it does the same task by task: it lists the tasks of
- * the state first, then acts on each (cancel, which has no bulk call,
- * always goes that way).
+ * Run, archive and delete are one call, POST /v1/queues/{q}/bulk (the
+ * server moves the tasks in atomic batches). Cancel, which has no bulk
+ * call, lists the active tasks first, then asks each to stop.
  */
 export async function bulk(queue, state, action, count, group) {
   const a = TASK_ACTIONS[action];
@@ -122,16 +121,13 @@ export async function bulk(queue, state, action, count, group) {
   if (!(await confirm(`${a.label} ${state} tasks?`, `This will ${action} ${what}.`, `${a.label} all`))) return null;
   try {
     let n;
-    if (action !== 'cancel') {
-      try {
-        const body = { action, state };
-        if (group) body.group = group;
-        n = (await call('POST', paths.bulk(queue), body)).count;
-      } catch (err) {
-        if (!missing(err)) throw err;
-      }
+    if (action === 'cancel') {
+      n = await oneByOne(queue, state, action, group);
+    } else {
+      const body = { action, state };
+      if (group) body.group = group;
+      n = (await call('POST', paths.bulk(queue), body)).count;
     }
-    if (n === undefined) n = await oneByOne(queue, state, action, group);
     toast(`${n} task${n === 1 ? '' : 's'} ${a.past}.`, 'ok');
     return n;
   } catch (err) {

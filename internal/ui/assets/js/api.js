@@ -45,16 +45,6 @@ export async function call(method, path, body) {
   return data;
 }
 
-/** optional calls GET path and answers null when the server has no such route (yet). */
-export const optional = (path) => call('GET', path).catch((err) => (missing(err) ? null : Promise.reject(err)));
-
-/**
- * missing tells whether err says the route does not exist (yet): the API
- * answers 404 not_found "no such route" for it, which no existing route
- * answers for its own reasons.
- */
-export const missing = (err) => err instanceof APIError && err.status === 404 && err.code === 'not_found' && /route/.test(err.message);
-
 const q = encodeURIComponent;
 
 /** The API's paths, in one place. */
@@ -72,5 +62,7 @@ export const paths = {
   history: (name, days) => `/v1/queues/${q(name)}/history?days=${days}`,
   servers: () => '/v1/servers',
   schedules: () => '/v1/schedules',
+  schedule: (id) => `/v1/schedules/${q(id)}`,
+  scheduleHistory: (id) => `/v1/schedules/${q(id)}/history`,
   events: () => '/v1/events',
 };

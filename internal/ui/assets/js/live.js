@@ -1,6 +1,7 @@
-// How the page stays current: the event stream GET /v1/events when the
-// server has it, else polling every 2 s. Pages only say what to refresh;
-// this file alone decides when.
+// How the page stays current: the event stream GET /v1/events, and while
+// the stream is down (it broke, the server restarts), polling every 2 s
+// and a new try every 5 s. Pages only say what to refresh; this file
+// alone decides when.
 
 import { csrf, paths } from './api.js';
 
@@ -50,11 +51,6 @@ export function startLive(refresh, onMode) {
         res = null;
       }
       if (stopped) return;
-      if (res && res.status === 404) { // no event stream on this server: poll
-        onMode('polling');
-        poll(POLL_MS);
-        return;
-      }
       if (res && res.ok && res.body) {
         onMode('events');
         poll(IDLE_MS);

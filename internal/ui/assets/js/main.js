@@ -18,6 +18,7 @@ const routes = [
   [/^\/ui\/queues\/([^/]+)$/, queue, (m) => ({ queue: dec(m[1]) }), 'overview'],
   [/^\/ui\/servers$/, servers, () => ({}), 'servers'],
   [/^\/ui\/schedules$/, schedules, () => ({}), 'schedules'],
+  [/^\/ui\/schedules\/([^/]+)$/, { mount: schedules.mountOne }, (m) => ({ id: dec(m[1]) }), 'schedules'],
 ];
 
 function dec(s) {
@@ -70,7 +71,7 @@ const liveEl = document.getElementById('live');
 startLive(() => current?.refresh(), (mode) => {
   document.body.dataset.live = mode;
   liveEl.textContent = mode === 'events' ? 'live' : 'polling 2 s';
-  liveEl.title = mode === 'events' ? 'Updated by the event stream GET /v1/events' : 'Refreshed every 2 s (the server has no event stream)';
+  liveEl.title = mode === 'events' ? 'Updated by the event stream GET /v1/events' : 'Refreshed every 2 s until the event stream is back';
   liveEl.className = `live live-${mode}`;
 });
 show();

@@ -51,10 +51,6 @@ export function page(main, cls, load, render) {
 export const header = (title, badges = [], buttons = []) =>
   h('div', { class: 'view-head' }, h('h1', {}, title), h('div', { class: 'head-badges' }, badges), h('div', { class: 'head-actions' }, buttons));
 
-/** waiting is the notice of a part that waits for an API route the server does not have yet. */
-export const waiting = (what, route) =>
-  h('div', { class: 'notice' }, h('strong', { text: `${what} are not available from this server yet.` }), ' The dashboard shows them once the API serves ', h('code', { text: route }), '.');
-
 /** table makes a table from column heads and rows (arrays of cells); its tbody is table.tbody. */
 export function table(heads, body, props = {}) {
   const tbody = h('tbody', {}, body);

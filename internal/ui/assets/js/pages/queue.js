@@ -2,9 +2,9 @@
 // its groups, a search by task ID, and the actions on tasks, on every task
 // of a state, and on the queue.
 
-import { call, paths, optional, readOnly, APIError } from '../api.js';
+import { call, paths, readOnly, APIError } from '../api.js';
 import { h, num, rate, dur, bytes, badge, link, card, when, clip } from '../dom.js';
-import { page, table, waiting, part, rows } from '../page.js';
+import { page, table, part, rows } from '../page.js';
 import { recordOne, rates, chartData } from '../series.js';
 import { queueCharts, barChart } from '../chart.js';
 import { setPaused, actionButtons, bulk, bulkActionsFor, TASK_ACTIONS, toast } from '../actions.js';
@@ -49,14 +49,14 @@ export function mount(main, { queue }) {
   }
 
   // The minutes and days before the page opened do not change while it
-  // is open: asked once (null where the server has no such route).
-  const before = Promise.all([optional(paths.series(queue)), optional(paths.history(queue, 14))]).catch(() => [null, null]);
+  // is open: asked once (the page goes on without them if they fail).
+  const before = Promise.all([call('GET', paths.series(queue)), call('GET', paths.history(queue, 14))]).catch(() => [null, null]);
 
   async function load() {
     const [q, list, groups, [series, history]] = await Promise.all([
       call('GET', paths.queue(queue)),
       state ? call('GET', paths.tasks(queue, { state, page: pageNo, page_size: PAGE_SIZE, ...(group ? { group } : {}) })) : null,
-      tab === 'groups' && !group ? optional(paths.groups(queue)).then((g) => g || { missing: true }) : null,
+      tab === 'groups' && !group ? call('GET', paths.groups(queue)) : null,
       before,
     ]);
     return { q, list, groups, series, history };
@@ -105,7 +105,7 @@ export function mount(main, { queue }) {
     charts.replaceChildren(...queueCharts(cd));
     for (const t of TABS) tabCounts[t].textContent = num(t === 'groups' ? st.groups : st[t]);
     if (state) drawTasks(q, tasks, st);
-    else groupPart.update(groups, () => groupList(groups, st));
+    else groupPart.update(groups, () => groupList(groups));
   });
   p.head.append(titlePart, search);
 
@@ -154,16 +154,13 @@ export function mount(main, { queue }) {
     return tr;
   }
 
-  function groupList(groups, st) {
-    if (!groups || groups.missing) {
-      return [h('p', { class: 'muted', text: `${num(st.groups)} group${st.groups === 1 ? '' : 's'} hold aggregating tasks.` }),
-        waiting('The groups of a queue', 'GET /v1/queues/{queue}/groups')];
-    }
-    const list = Array.isArray(groups) ? groups : groups.groups || [];
+  // groupList shows the groups of GET /v1/queues/{queue}/groups, each a
+  // link to its aggregating tasks.
+  function groupList(groups) {
+    const list = groups.groups || [];
     if (list.length === 0) return h('p', { class: 'empty', text: 'No group holds aggregating tasks.' });
-    const name = (g) => g.group ?? g.name;
-    return table(['Group', h('th', { class: 'num', text: 'Tasks' })], list.map((g) => h('tr', { dataset: { group: name(g) } },
-      h('td', {}, link(here({ state: 'groups', group: name(g) }), name(g))),
+    return table(['Group', h('th', { class: 'num', text: 'Tasks' })], list.map((g) => h('tr', { dataset: { group: g.group } },
+      h('td', {}, link(here({ state: 'groups', group: g.group }), g.group)),
       h('td', { class: 'num', text: num(g.size) }))), { class: 'groups' });
   }
   return p;
