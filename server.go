@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RetryDelayFunc computes how long to wait before retrying a task that
@@ -103,6 +105,17 @@ type Config struct {
 	LeaseDuration time.Duration
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
+
+	// TracerProvider makes the span of each attempt (kind consumer, named
+	// "process <queue>", with the task's ID, type, queue, attempt number
+	// and outcome), a child of the enqueue's trace context when the task
+	// carries one; the handler's ctx holds it. Nil: OpenTelemetry's global
+	// provider, a no-op unless the application set one.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the trace context a task carries (see
+	// ClientOptions.Propagator). Nil: OpenTelemetry's global propagator, a
+	// no-op unless the application set one.
+	Propagator propagation.TextMapPropagator
 
 	// GroupAggregator, when set, turns each group of tasks enqueued with
 	// the Group option into one task (default: groups are not aggregated).
@@ -328,6 +341,7 @@ func (srv *Server) Start(h Handler) error {
 		pollInterval: cfg.TaskCheckInterval, retryDelay: cfg.RetryDelayFunc,
 		isFailure: cfg.IsFailure, errorHandler: cfg.ErrorHandler,
 		baseContext: cfg.BaseContext, serverID: srv.info.ID,
+		tracing: newTracing(cfg.TracerProvider, cfg.Propagator),
 	})
 	srv.fwd = newForwarder(b, cfg.Logger, clock, queues, cfg.DelayedTaskCheckInterval)
 	srv.hb = newHeartbeater(b, cfg.Logger, clock, srv.proc, &srv.info, cfg.LeaseDuration)
