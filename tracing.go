@@ -2,6 +2,7 @@ package htq
 
 import (
 	"context"
+	"reflect"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -47,6 +48,11 @@ var msgSystem = semconv.MessagingSystemKey.String("htq")
 type tracing struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
+	// given is set when the application gave the provider (spans are
+	// then always started; see spansOff).
+	given bool
+	// The options of the two kinds of spans, made once.
+	producer, consumer []trace.SpanStartOption
 }
 
 // newTracing returns the tracing of tp and prop, or of otel's global
@@ -54,19 +60,43 @@ type tracing struct {
 // application sets later with otel.SetTracerProvider and
 // otel.SetTextMapPropagator).
 func newTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) tracing {
+	given := tp != nil
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
 	if prop == nil {
 		prop = otel.GetTextMapPropagator()
 	}
-	return tracing{tracer: tp.Tracer(TracerName), prop: prop}
+	return tracing{tracer: tp.Tracer(TracerName), prop: prop, given: given,
+		producer: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)},
+		consumer: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}}
 }
+
+// spansOff reports whether the spans would be no-ops: no provider was
+// given and OpenTelemetry's global provider is still the placeholder it
+// is until the application sets one. A no-op span still costs a few
+// allocations, which an Enqueue and an attempt then skip; the trace
+// context they pass on is the same (the one ctx holds). Should a later
+// OpenTelemetry make its placeholder of another package, spans are
+// started as with any provider: correct, only not free.
+func (tr tracing) spansOff() bool {
+	if tr.given {
+		return false
+	}
+	t := reflect.TypeOf(otel.GetTracerProvider())
+	return t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
+}
+
+// noSpan is the span of an operation whose spans are off.
+var noSpan = trace.SpanFromContext(context.Background())
 
 // startEnqueue starts the producer span of an enqueue into queue ("" for
 // a batch into several queues) of n tasks.
 func (tr tracing) startEnqueue(ctx context.Context, queue string, n int) (context.Context, trace.Span) {
-	ctx, span := tr.tracer.Start(ctx, spanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))
+	if tr.spansOff() {
+		return ctx, noSpan
+	}
+	ctx, span := tr.tracer.Start(ctx, spanEnqueue, tr.producer...)
 	if span.IsRecording() {
 		if queue != "" {
 			span.SetName(spanEnqueue + " " + queue)
@@ -128,7 +158,10 @@ func (tr tracing) startAttempt(ctx context.Context, msg *base.TaskMessage) (cont
 	if msg.Headers != nil {
 		ctx = tr.prop.Extract(ctx, propagation.MapCarrier(msg.Headers))
 	}
-	ctx, span := tr.tracer.Start(ctx, spanProcess, trace.WithSpanKind(trace.SpanKindConsumer))
+	if tr.spansOff() {
+		return ctx, noSpan
+	}
+	ctx, span := tr.tracer.Start(ctx, spanProcess, tr.consumer...)
 	if span.IsRecording() {
 		span.SetName(spanProcess + " " + msg.Queue)
 		span.SetAttributes(msgSystem, semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName(spanProcess),

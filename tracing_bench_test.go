@@ -1,0 +1,39 @@
+package htq
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// The cost of tracing when it is on: every span sampled and recorded by
+// the SDK, with no exporter (what an exporter costs is its own business),
+// and the trace context written into and read from every task. Compare
+// with BenchmarkEnqueue and BenchmarkProcess, where tracing is off.
+
+func benchTracer(b *testing.B) *sdktrace.TracerProvider {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp
+}
+
+func BenchmarkEnqueueTraced(b *testing.B) {
+	for _, kind := range []string{"mem", "redis"} {
+		b.Run(kind, func(b *testing.B) {
+			benchEnqueue(b, NewClientWithOptions(benchStorage(b, kind),
+				ClientOptions{TracerProvider: benchTracer(b), Propagator: propagation.TraceContext{}}))
+		})
+	}
+}
+
+func BenchmarkProcessTraced(b *testing.B) {
+	for _, kind := range []string{"mem", "redis"} {
+		b.Run(kind, func(b *testing.B) {
+			tp := benchTracer(b)
+			benchProcess(b, benchStorage(b, kind), ClientOptions{TracerProvider: tp, Propagator: propagation.TraceContext{}},
+				Config{TracerProvider: tp, Propagator: propagation.TraceContext{}})
+		})
+	}
+}
