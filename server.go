@@ -72,7 +72,11 @@ type Config struct {
 	// every error). An error that is not a failure is retried without
 	// using up a retry.
 	IsFailure func(error) bool
-	// ErrorHandler is told about every failed attempt (default: none).
+	// ErrorHandler is told about every failed attempt (default: none),
+	// before its outcome is written: one whose handler returned an error,
+	// and one whose worker was lost (the Recoverer found its lease run
+	// out; the error then wraps ErrLeaseExpired and the handler may be
+	// told twice when two servers find the same lease).
 	ErrorHandler ErrorHandler
 	// BaseContext returns the context every handler's ctx derives from
 	// (default context.Background).
@@ -354,7 +358,7 @@ func (srv *Server) Start(h Handler) error {
 		onUnknown = func(string) { srv.ref.signal() }
 	}
 	srv.sub = newSubscriber(b, cfg.Logger, clock, queues, srv.proc.signal, srv.fwd.signal, srv.proc.cancelTask, onUnknown)
-	rec := newRecoverer(b, cfg.Logger, queues, cfg.RetryDelayFunc, srv.proc.watch)
+	rec := newRecoverer(b, cfg.Logger, queues, cfg.RetryDelayFunc, cfg.ErrorHandler, srv.proc.watch)
 	jan := newJanitor(b, cfg.Logger, queues, cfg.JanitorBatchSize)
 	hc := newHealthChecker(b, cfg.HealthCheckFunc)
 	srv.bg = []*periodic{
