@@ -41,6 +41,9 @@ const (
 	// HeaderRetryCount carries how many times the task was retried before
 	// this attempt (0 on the first attempt).
 	HeaderRetryCount = "Htq-Retry-Count"
+	// HeaderCallbackOf is set on a callback's request only: the ID of the
+	// task whose outcome it reports (htq serve sets it).
+	HeaderCallbackOf = "Htq-Callback-Of"
 )
 
 // Defaults of Config.

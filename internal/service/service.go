@@ -187,12 +187,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	client := htq.NewClientWithOptions(s.storage, htq.ClientOptions{TracerProvider: cfg.TracerProvider, Propagator: cfg.Propagator})
 	exec := &urlHandler{disp: s.disp, queues: s.queues, client: client, metrics: obs,
 		logger:   cfg.Logger.With("component", "htq.urlworker"),
-		defaults: model.Defaults{DispatchTimeout: cfg.DispatchTimeout}}
+		defaults: model.Defaults{DispatchTimeout: cfg.DispatchTimeout, CompletedRetention: max(cfg.CompletedRetention, 0)}}
 	s.server = htq.NewServer(s.storage, htq.Config{
 		Concurrency:          cfg.Concurrency,
 		QueueSource:          s.urlQueues,
 		QueueRefreshInterval: cfg.QueueRefreshInterval,
 		RetryDelayFunc:       retryDelay,
+		IsFailure:            isFailure,
 		ErrorHandler:         htq.ErrorHandlerFunc(exec.logFailure),
 		ShutdownTimeout:      cfg.ShutdownTimeout,
 		Logger:               cfg.Logger,
