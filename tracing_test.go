@@ -13,7 +13,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/redistest"
 )
 
@@ -168,4 +170,28 @@ func TestTracingOff(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTracingOffAllocatesNothing checks that with tracing off (no provider
+// given or set) an enqueue's and an attempt's tracing calls allocate
+// nothing: the spans are skipped (see spansOff), not started as no-ops.
+func TestTracingOffAllocatesNothing(t *testing.T) {
+	tr := newTracing(nil, nil)
+	if !tr.spansOff() {
+		t.Fatal("spans are on with no provider given or set: OpenTelemetry's global placeholder was not recognized")
+	}
+	msg := &base.TaskMessage{ID: "id", Type: "t", Queue: "default"}
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() {
+		c, span := tr.startEnqueue(ctx, "default", 1)
+		msg.Headers = tr.headers(c)
+		endSpan(span, nil)
+		_, span = tr.startAttempt(ctx, msg)
+		endAttempt(span, "success", nil)
+	}); n != 0 {
+		t.Errorf("%v allocations per enqueue and attempt with tracing off, want 0", n)
+	}
+	if newTracing(noop.NewTracerProvider(), nil).spansOff() {
+		t.Error("spans are off with a provider given")
+	}
 }
