@@ -68,6 +68,16 @@ func (ct *callbackTarget) next(t *testing.T, d time.Duration) map[string]any {
 	}
 }
 
+// barrier returns once every change the service made so far is durable:
+// an enqueue answers after its write is, and the embedded store writes
+// changes in order, so the lease of a task being dispatched is on disk
+// once a later enqueue returns (else a kill could leave the task pending,
+// to be run again, instead of active, to be recovered).
+func barrier(t *testing.T, p *proc) {
+	t.Helper()
+	p.do(t, binToken, "POST", "/v1/queues/barrier/tasks", map[string]any{"type": "barrier"}, http.StatusCreated, nil)
+}
+
 // TestBinaryCallbackSurvivesKill kills `htq serve` (SIGKILL) at the two
 // moments a callback could be lost, and checks that the restarted service
 // makes it: (1) the task's outcome is written and its callback's request
@@ -92,6 +102,7 @@ func TestBinaryCallbackSurvivesKill(t *testing.T) {
 		if view.State != "completed" {
 			t.Fatalf("task %s while its callback is in flight, want completed", view.State)
 		}
+		barrier(t, p)
 		_ = p.cmd.Process.Kill()
 		p.wait(t, 10*time.Second)
 
@@ -111,6 +122,7 @@ func TestBinaryCallbackSurvivesKill(t *testing.T) {
 		p.do(t, binToken, "POST", "/v1/queues/cb/tasks", map[string]any{"url": hang.URL,
 			"options": map[string]any{"failure_callback": failed.URL, "max_retry": 0, "task_id": "t2"}}, http.StatusCreated, nil)
 		hang.waitArrived(t)
+		barrier(t, p)
 		_ = p.cmd.Process.Kill()
 		p.wait(t, 10*time.Second)
 		time.Sleep(1100 * time.Millisecond) // as above
