@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
@@ -30,6 +33,7 @@ type Client struct {
 	retryFor time.Duration
 	// clock times the waits between attempts (tests replace it).
 	clock clockwork.Clock
+	tr    tracing
 }
 
 // ClientOptions tunes NewClientWithOptions. The zero value is ready to use.
@@ -42,6 +46,17 @@ type ClientOptions struct {
 	// a negative value makes such a call one attempt, bounded only by the
 	// storage's own timeout.
 	RetryFor time.Duration
+
+	// TracerProvider makes the span of each Enqueue and EnqueueBatch
+	// (kind producer, named "send <queue>"). Nil: OpenTelemetry's global
+	// provider, a no-op unless the application set one.
+	TracerProvider trace.TracerProvider
+	// Propagator writes the trace context of an enqueue (its span's) into
+	// the task, from where a Server's handler and htq serve's URL
+	// requests and pull workers get it. Nil: OpenTelemetry's global
+	// propagator, a no-op unless the application set one (such as
+	// propagation.TraceContext{}).
+	Propagator propagation.TextMapPropagator
 }
 
 // DefaultRetryFor is ClientOptions.RetryFor's default.
@@ -67,7 +82,8 @@ func NewClientWithOptions(s *Storage, opts ClientOptions) *Client {
 	if retryFor == 0 {
 		retryFor = DefaultRetryFor
 	}
-	return &Client{s: s, now: time.Now, retryFor: retryFor, clock: clockwork.NewRealClock()}
+	return &Client{s: s, now: time.Now, retryFor: retryFor, clock: clockwork.NewRealClock(),
+		tr: newTracing(opts.TracerProvider, opts.Propagator)}
 }
 
 // Close releases the client. The Storage stays open (close it with its
@@ -89,11 +105,20 @@ func (c *Client) Enqueue(task *Task, opts ...Option) (*TaskInfo, error) {
 // EnqueueContext is Enqueue with a context for the storage calls: while
 // the storage cannot be reached or does not answer, the call tries again
 // until ctx ends (or, when ctx has no deadline, for ClientOptions.RetryFor).
-func (c *Client) EnqueueContext(ctx context.Context, task *Task, opts ...Option) (*TaskInfo, error) {
+//
+// The task carries the trace context of ctx (as ClientOptions.Propagator
+// writes it) to the handler that runs it.
+func (c *Client) EnqueueContext(ctx context.Context, task *Task, opts ...Option) (_ *TaskInfo, err error) {
 	p, info, err := c.prepare(task, opts)
 	if err != nil {
 		return nil, err
 	}
+	ctx, span := c.tr.startEnqueue(ctx, p.Msg.Queue, 1)
+	defer func() { endSpan(span, err) }()
+	if span.IsRecording() {
+		span.SetAttributes(semconv.MessagingMessageID(p.Msg.ID), AttrTaskType.String(p.Msg.Type))
+	}
+	p.Msg.Headers = c.tr.headers(ctx)
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	b := brokerOf(c.s)
@@ -184,15 +209,28 @@ func (e *BatchError) Unwrap() []error {
 // nil for the others, and the error is a *BatchError naming them. Tasks
 // that failed because the storage could not be reached or did not answer
 // are tried again as EnqueueContext does, the others not.
-func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task, opts ...Option) ([]*TaskInfo, error) {
+func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task, opts ...Option) (_ []*TaskInfo, err error) {
 	params := make([]broker.EnqueueParams, len(tasks))
 	infos := make([]*TaskInfo, len(tasks))
+	queue := ""
 	for i, t := range tasks {
 		p, info, err := c.prepare(t, opts)
 		if err != nil {
 			return nil, fmt.Errorf("htq: enqueue batch: task %d: %w", i, err)
 		}
 		params[i], infos[i] = p, info
+		if i == 0 || p.Msg.Queue == queue {
+			queue = p.Msg.Queue
+		} else {
+			queue = "" // several queues
+		}
+	}
+	ctx, span := c.tr.startEnqueue(ctx, queue, len(tasks))
+	defer func() { endSpan(span, err) }()
+	if h := c.tr.headers(ctx); h != nil {
+		for i := range params {
+			params[i].Msg.Headers = h
+		}
 	}
 	errs := c.enqueueBatch(ctx, params)
 	failed := false

@@ -19,11 +19,12 @@ import (
 // would.
 func expireLease(t *testing.T, st *Storage, queue, id string) {
 	t.Helper()
-	expireLeaseAndRecover(t, st, queue, id, newStorageWatch(clockwork.NewRealClock()))
+	expireLeaseAndRecover(t, st, queue, id, newStorageWatch(clockwork.NewRealClock()), nil)
 }
 
-// expireLeaseAndRecover is expireLease with the recoverer's storage watch.
-func expireLeaseAndRecover(t *testing.T, st *Storage, queue, id string, watch *storageWatch) {
+// expireLeaseAndRecover is expireLease with the recoverer's storage watch
+// and ErrorHandler.
+func expireLeaseAndRecover(t *testing.T, st *Storage, queue, id string, watch *storageWatch, eh ErrorHandler) {
 	t.Helper()
 	ctx := context.Background()
 	opt, err := rueidis.ParseURL(st.String())
@@ -44,7 +45,7 @@ func expireLeaseAndRecover(t *testing.T, st *Storage, queue, id string, watch *s
 	if err != nil || len(leases) != 1 || leases[0].Msg.ID != id {
 		t.Fatalf("ExpiredLeases = %v, %v", leases, err)
 	}
-	rec := newRecoverer(brokerOf(st), discardLogger(), newQueueSet(map[string]int{queue: 1}, false), func(int, error, *Task) time.Duration { return time.Hour }, watch)
+	rec := newRecoverer(brokerOf(st), discardLogger(), newQueueSet(map[string]int{queue: 1}, false), func(int, error, *Task) time.Duration { return time.Hour }, eh, watch)
 	rec.recover(ctx, leases[0])
 }
 
@@ -69,7 +70,7 @@ func TestRecoverAfterOutageIsNotAFailure(t *testing.T) {
 			if outage {
 				watch.failed(errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
 			}
-			expireLeaseAndRecover(t, st, "default", info.ID, watch)
+			expireLeaseAndRecover(t, st, "default", info.ID, watch, nil)
 			got := taskInfo(t, st, "default", info.ID)
 			switch {
 			case outage && (got.State != TaskStateRetry || got.Retried != 0 || !strings.Contains(got.LastErr, "unreachable")):
@@ -78,5 +79,36 @@ func TestRecoverAfterOutageIsNotAFailure(t *testing.T) {
 				t.Errorf("without outage: %v %q, want archived with %q", got.State, got.LastErr, ErrLeaseExpired)
 			}
 		})
+	}
+}
+
+// The recoverer tells the ErrorHandler of a lost worker's attempt before
+// it writes the outcome, with an error wrapping ErrLeaseExpired and the
+// task's metadata in ctx, as the processor does for a handler's error.
+func TestRecoverTellsErrorHandler(t *testing.T) {
+	st := openTestStorage(t)
+	ctx := context.Background()
+	info, err := NewClient(st).Enqueue(NewTask("lost", []byte("p")), MaxRetry(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := brokerOf(st).Fetch(ctx, broker.FetchParams{Queue: "default", Max: 1, LeaseDuration: time.Minute, ServerID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	eh := ErrorHandlerFunc(func(ctx context.Context, task *Task, err error) {
+		id, _ := GetTaskID(ctx)
+		maxRetry, _ := GetMaxRetry(ctx)
+		state := taskInfo(t, st, "default", id).State
+		calls = append(calls, fmt.Sprintf("%s %s %s max=%d lease-expired=%v state=%v", id, task.Type(), task.Payload(), maxRetry,
+			errors.Is(err, ErrLeaseExpired), state))
+	})
+	expireLeaseAndRecover(t, st, "default", info.ID, newStorageWatch(clockwork.NewRealClock()), eh)
+	want := info.ID + " lost p max=0 lease-expired=true state=active"
+	if len(calls) != 1 || calls[0] != want {
+		t.Fatalf("ErrorHandler calls %q, want [%q]", calls, want)
+	}
+	if got := taskInfo(t, st, "default", info.ID).State; got != TaskStateArchived {
+		t.Errorf("task %v after recovery, want archived", got)
 	}
 }

@@ -72,6 +72,7 @@ type processorParams struct {
 	errorHandler  ErrorHandler
 	baseContext   func() context.Context
 	serverID      string
+	tracing       tracing
 }
 
 // activeTask is one task leased by this server: waiting for a worker or
@@ -346,7 +347,8 @@ func (p *processor) run(at *activeTask) {
 	now := p.clock.Now()
 	at.started.Store(now.UnixNano())
 
-	ctx := withTaskMetadata(at.ctx, taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry})
+	ctx, span := p.tracing.startAttempt(at.ctx, msg)
+	ctx = withTaskMetadata(ctx, taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry})
 	if deadline, ok := taskDeadline(msg, now); ok {
 		var cancelDeadline context.CancelFunc
 		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
@@ -366,13 +368,21 @@ func (p *processor) run(at *activeTask) {
 	switch {
 	case at.aborted.Load():
 		// Shutdown sent it back to pending; another worker will run it.
+		endAttempt(span, "requeued", err)
 	case at.lost.Load():
 		p.logger.Warn("task finished after its lease was lost; outcome dropped", "queue", msg.Queue, "id", msg.ID, "err", err)
+		endAttempt(span, "lease_lost", err)
 	case err == nil:
 		at.acking.Store(true)
 		p.acker.complete(at)
+		endAttempt(span, "success", nil)
 	default:
-		p.fail(ctx, l, task, err)
+		state, werr := p.fail(ctx, l, task, err)
+		outcome := state.String()
+		if errors.Is(werr, ErrLeaseLost) {
+			outcome = "lease_lost"
+		}
+		endAttempt(span, outcome, err)
 	}
 }
 
@@ -407,19 +417,22 @@ func (p *processor) perform(ctx context.Context, task *Task) (err error) {
 // fail writes the outcome of a failed attempt by attempt.Fail's rule: err
 // wrapping SkipRetry archives, Config.IsFailure says whether it counts as a
 // failure, Config.RetryDelayFunc gives the delay of a retry.
-func (p *processor) fail(ctx context.Context, l *broker.Lease, task *Task, err error) {
+// It returns the state it moved the task to and the error of that write
+// (logged here).
+func (p *processor) fail(ctx context.Context, l *broker.Lease, task *Task, err error) (base.TaskState, error) {
 	msg := l.Msg
 	if p.errorHandler != nil {
 		p.errorHandler.HandleError(ctx, task, err)
 	}
 	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, werr := attempt.Fail(wctx, p.broker, attempt.Failed{
+	state, werr := attempt.Fail(wctx, p.broker, attempt.Failed{
 		Lease: l.Ref(), Msg: msg, ErrMsg: err.Error(),
 		SkipRetry: errors.Is(err, SkipRetry), IsFailure: p.isFailure(err),
 		Delay: func(retried int) time.Duration { return p.retryDelay(retried, err, task) },
 	})
 	logCall(p.logger, "write failed attempt", werr, "queue", msg.Queue, "id", msg.ID)
+	return state, werr
 }
 
 // drain waits up to timeout for running tasks, then cancels the ones still

@@ -3,6 +3,7 @@ package htq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -14,17 +15,19 @@ import (
 // was killed or was cut off from the storage) and sends them to retry, or
 // to archive when they are out of retries.
 type recoverer struct {
-	b          broker.Broker
-	logger     *slog.Logger
-	queues     *queueSet
-	retryDelay RetryDelayFunc
-	watch      *storageWatch
+	b            broker.Broker
+	logger       *slog.Logger
+	queues       *queueSet
+	retryDelay   RetryDelayFunc
+	errorHandler ErrorHandler // nil: none
+	watch        *storageWatch
 }
 
 const recoverBatch = 100
 
-func newRecoverer(b broker.Broker, logger *slog.Logger, queues *queueSet, retryDelay RetryDelayFunc, watch *storageWatch) *recoverer {
-	return &recoverer{b: b, logger: logger.With("component", "htq.recoverer"), queues: queues, retryDelay: retryDelay, watch: watch}
+func newRecoverer(b broker.Broker, logger *slog.Logger, queues *queueSet, retryDelay RetryDelayFunc, errorHandler ErrorHandler, watch *storageWatch) *recoverer {
+	return &recoverer{b: b, logger: logger.With("component", "htq.recoverer"), queues: queues, retryDelay: retryDelay,
+		errorHandler: errorHandler, watch: watch}
 }
 
 func (r *recoverer) exec(ctx context.Context) {
@@ -49,18 +52,24 @@ func (r *recoverer) exec(ctx context.Context) {
 // server saw the storage unreachable during the lease's last term, the
 // lease may have run out only because its holder could not renew it: the
 // task is retried without counting a failure (and never archived for it).
+// The ErrorHandler is told first, as of an attempt that failed with
+// ErrLeaseExpired.
 func (r *recoverer) recover(ctx context.Context, l *broker.Lease) {
 	msg := l.Msg
 	term := l.Duration
 	if term <= 0 {
 		term = defaultLeaseDuration
 	}
-	errMsg, isFailure := ErrLeaseExpired.Error(), true
+	failure, isFailure := ErrLeaseExpired, true
 	if r.watch.unreachableWithin(term + time.Second) {
-		errMsg, isFailure = ErrLeaseExpired.Error()+" while the storage was unreachable", false
+		failure, isFailure = fmt.Errorf("%w while the storage was unreachable", ErrLeaseExpired), false
+	}
+	if r.errorHandler != nil {
+		hctx := withTaskMetadata(ctx, taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry})
+		r.errorHandler.HandleError(hctx, NewTask(msg.Type, msg.Payload), failure)
 	}
 	_, err := attempt.Fail(ctx, r.b, attempt.Failed{
-		Lease: l.Ref(), Msg: msg, ErrMsg: errMsg, IsFailure: isFailure, RequireExpired: true,
+		Lease: l.Ref(), Msg: msg, ErrMsg: failure.Error(), IsFailure: isFailure, RequireExpired: true,
 		Delay: func(retried int) time.Duration {
 			return r.retryDelay(retried, ErrLeaseExpired, NewTask(msg.Type, msg.Payload))
 		},

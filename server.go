@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RetryDelayFunc computes how long to wait before retrying a task that
@@ -70,7 +72,11 @@ type Config struct {
 	// every error). An error that is not a failure is retried without
 	// using up a retry.
 	IsFailure func(error) bool
-	// ErrorHandler is told about every failed attempt (default: none).
+	// ErrorHandler is told about every failed attempt (default: none),
+	// before its outcome is written: one whose handler returned an error,
+	// and one whose worker was lost (the Recoverer found its lease run
+	// out; the error then wraps ErrLeaseExpired and the handler may be
+	// told twice when two servers find the same lease).
 	ErrorHandler ErrorHandler
 	// BaseContext returns the context every handler's ctx derives from
 	// (default context.Background).
@@ -103,6 +109,17 @@ type Config struct {
 	LeaseDuration time.Duration
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
+
+	// TracerProvider makes the span of each attempt (kind consumer, named
+	// "process <queue>", with the task's ID, type, queue, attempt number
+	// and outcome), a child of the enqueue's trace context when the task
+	// carries one; the handler's ctx holds it. Nil: OpenTelemetry's global
+	// provider, a no-op unless the application set one.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the trace context a task carries (see
+	// ClientOptions.Propagator). Nil: OpenTelemetry's global propagator, a
+	// no-op unless the application set one.
+	Propagator propagation.TextMapPropagator
 
 	// GroupAggregator, when set, turns each group of tasks enqueued with
 	// the Group option into one task (default: groups are not aggregated).
@@ -328,6 +345,7 @@ func (srv *Server) Start(h Handler) error {
 		pollInterval: cfg.TaskCheckInterval, retryDelay: cfg.RetryDelayFunc,
 		isFailure: cfg.IsFailure, errorHandler: cfg.ErrorHandler,
 		baseContext: cfg.BaseContext, serverID: srv.info.ID,
+		tracing: newTracing(cfg.TracerProvider, cfg.Propagator),
 	})
 	srv.fwd = newForwarder(b, cfg.Logger, clock, queues, cfg.DelayedTaskCheckInterval)
 	srv.hb = newHeartbeater(b, cfg.Logger, clock, srv.proc, &srv.info, cfg.LeaseDuration)
@@ -340,7 +358,7 @@ func (srv *Server) Start(h Handler) error {
 		onUnknown = func(string) { srv.ref.signal() }
 	}
 	srv.sub = newSubscriber(b, cfg.Logger, clock, queues, srv.proc.signal, srv.fwd.signal, srv.proc.cancelTask, onUnknown)
-	rec := newRecoverer(b, cfg.Logger, queues, cfg.RetryDelayFunc, srv.proc.watch)
+	rec := newRecoverer(b, cfg.Logger, queues, cfg.RetryDelayFunc, cfg.ErrorHandler, srv.proc.watch)
 	jan := newJanitor(b, cfg.Logger, queues, cfg.JanitorBatchSize)
 	hc := newHealthChecker(b, cfg.HealthCheckFunc)
 	srv.bg = []*periodic{

@@ -11,8 +11,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/htqueue/htq/internal/service"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel"
+
+	"github.com/htqueue/htq/internal/service"
 )
 
 // usageError marks an error in how htq was called or configured.
@@ -140,6 +142,27 @@ func serve(ctx context.Context, o *serveOptions, stdout, stderr io.Writer) error
 	defer signal.Stop(sigs)
 
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tp, err := service.NewTracerProvider(startCtx, moduleVersion())
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		// The exporter's errors (a collector that is down) go to the log.
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			o.cfg.Logger.Warn("OpenTelemetry export failed", "err", err)
+		}))
+		o.cfg.TracerProvider = tp
+		o.cfg.Logger.Info("tracing: spans are exported with OTLP (OTEL_EXPORTER_OTLP_* settings)")
+		defer func() {
+			// Send the last batch of spans.
+			flushCtx, cancelFlush := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancelFlush()
+			if err := tp.Shutdown(flushCtx); err != nil {
+				o.cfg.Logger.Warn("tracing: the last spans were not exported", "err", err)
+			}
+		}()
+	}
 	svc, err := service.Start(startCtx, o.cfg)
 	cancel()
 	if err != nil {

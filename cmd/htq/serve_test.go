@@ -97,12 +97,18 @@ func freeAddr(t *testing.T) string {
 // the test if it still runs.
 func startBinary(t *testing.T, broker string, extra ...string) *proc {
 	t.Helper()
+	return startBinaryEnv(t, broker, nil, extra...)
+}
+
+// startBinaryEnv is startBinary with the environment variables env added.
+func startBinaryEnv(t *testing.T, broker string, env []string, extra ...string) *proc {
+	t.Helper()
 	addr := freeAddr(t)
 	args := append([]string{"serve", "--addr", addr, "--storage", broker, "--allow-targets", "127.0.0.0/8",
 		"--log-level", "warn", "--shutdown-timeout", "5s"}, extra...)
 	p := &proc{cmd: exec.Command(htqBin, args...), base: "http://" + addr,
 		stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), "HTQ_TOKEN=", "HTQ_CONFIG=")
+	p.cmd.Env = append(append(os.Environ(), "HTQ_TOKEN=", "HTQ_CONFIG="), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -38,6 +38,19 @@ func versionString() string {
 	return versionOf(version, info, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
 }
 
+// moduleVersion is the version given at link time, else the main
+// module's, else "" (an untagged build), as the service.version of htq
+// serve's spans.
+func moduleVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return ""
+}
+
 // versionOf describes a build: the version given at link time, else the
 // main module's (a tagged `go install …@v1.2.0` or a build in a checkout
 // at a tag records it; a build of an untagged tree records a

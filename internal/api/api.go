@@ -31,6 +31,9 @@ import (
 	"github.com/htqueue/htq/internal/storage"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes
@@ -121,6 +124,14 @@ type Options struct {
 	// CheckCORSOrigins.
 	CORSOrigins []string
 
+	// TracerProvider makes the span of each enqueue (htq.ClientOptions).
+	// Nil: OpenTelemetry's global provider.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the trace context of a request (its traceparent and
+	// tracestate headers), which the tasks it enqueues carry, and writes
+	// it into them. Nil: OpenTelemetry's global propagator.
+	Propagator propagation.TextMapPropagator
+
 	// clock drives the handler's background loops (tests; default the
 	// real clock).
 	clock clockwork.Clock
@@ -209,6 +220,9 @@ func New(opts Options) (http.Handler, error) {
 	if err := CheckCORSOrigins(opts.CORSOrigins); err != nil {
 		return nil, fmt.Errorf("api: Options.CORSOrigins: %w", err)
 	}
+	if opts.Propagator == nil {
+		opts.Propagator = otel.GetTextMapPropagator()
+	}
 	var b store = storage.BrokerOf(opts.Storage)
 	if opts.Meta == nil {
 		opts.Meta = b
@@ -225,7 +239,8 @@ func New(opts Options) (http.Handler, error) {
 	}
 	h := &handler{
 		opts: opts, b: b,
-		client:    htq.NewClientWithOptions(opts.Storage, htq.ClientOptions{RetryFor: opts.EnqueueRetryFor}),
+		client: htq.NewClientWithOptions(opts.Storage, htq.ClientOptions{RetryFor: opts.EnqueueRetryFor,
+			TracerProvider: opts.TracerProvider, Propagator: opts.Propagator}),
 		inspector: htq.NewInspector(opts.Storage),
 		meta:      opts.Meta, queues: opts.Queues,
 		logger:  opts.Logger.With("component", "htq.api"),
@@ -263,12 +278,25 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	r = h.withTraceContext(r)
 	h.serve.ServeHTTP(sw, r)
 	route := r.Pattern
 	if route == routeV1Fallback || route == routeFallback {
 		route = "" // no route took it: counted as unmatched
 	}
 	h.metrics.ObserveRequest(route, sw.status(), time.Since(start))
+}
+
+// withTraceContext returns r with the trace context its headers carry
+// (traceparent, tracestate) in its context, from where an enqueue passes
+// it to the tasks; r itself when it carries none.
+func (h *handler) withTraceContext(r *http.Request) *http.Request {
+	for _, f := range h.opts.Propagator.Fields() {
+		if r.Header.Get(f) != "" {
+			return r.WithContext(h.opts.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+		}
+	}
+	return r
 }
 
 // statusWriter remembers the status of the answer it carries.

@@ -54,6 +54,9 @@ type leasedTask struct {
 	Deadline      *time.Time      `json:"deadline,omitempty"`
 	Token         string          `json:"token"`
 	LeaseDeadline time.Time       `json:"lease_deadline"`
+	// Headers is the context the enqueuer propagated (W3C traceparent and
+	// tracestate), for the worker's OpenTelemetry propagator.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 type fetchResponse struct {
@@ -223,7 +226,8 @@ func (h *handler) checkFetch(ctx context.Context, req *fetchRequest) error {
 func newLeasedTask(l *broker.Lease) leasedTask {
 	m := l.Msg
 	t := leasedTask{ID: m.ID, Queue: m.Queue, Type: m.Type, Retried: m.Retried, MaxRetry: m.MaxRetry,
-		TimeoutMS: m.Timeout.Milliseconds(), Deadline: timePtr(m.Deadline), Token: l.Token, LeaseDeadline: l.Deadline.UTC()}
+		TimeoutMS: m.Timeout.Milliseconds(), Deadline: timePtr(m.Deadline), Token: l.Token, LeaseDeadline: l.Deadline.UTC(),
+		Headers: m.Headers}
 	t.Payload, t.PayloadBase64 = payloadJSON(m.Payload)
 	return t
 }
@@ -232,7 +236,11 @@ func newLeasedTask(l *broker.Lease) leasedTask {
 // as written, plus its other fields and their names.
 func (t *leasedTask) size() int64 {
 	const fields = 256 // field names, numbers, times, punctuation
-	return int64(fields + len(t.ID) + len(t.Queue) + len(t.Type) + len(t.Payload) + len(t.PayloadBase64) + len(t.Token))
+	n := fields + len(t.ID) + len(t.Queue) + len(t.Type) + len(t.Payload) + len(t.PayloadBase64) + len(t.Token)
+	for k, v := range t.Headers {
+		n += len(k) + len(v) + 6
+	}
+	return int64(n)
 }
 
 // giveBack returns leased tasks that do not fit a fetch's answer to the

@@ -2,6 +2,7 @@ package base
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -45,7 +46,22 @@ type TaskMessage struct {
 	LastErr string
 	// LastFailedAt is when the last attempt failed (zero if never).
 	LastFailedAt time.Time
+
+	// Headers carries context propagated from the enqueuer to the
+	// workers, such as the W3C trace context ("traceparent",
+	// "tracestate"). Nil when there is none; backends store it in no
+	// bytes then. It is not content: SameEnqueue does not compare it.
+	Headers map[string]string
 }
+
+// Limits of TaskMessage.Headers.
+const (
+	// MaxHeaders is the most entries Headers may hold.
+	MaxHeaders = 16
+	// MaxHeadersSize bounds the sum of the lengths of Headers' names and
+	// values, in bytes.
+	MaxHeadersSize = 4096
+)
 
 // Validate checks the fields a caller controls. It is the one place that
 // decides what a backend may be asked to store.
@@ -79,15 +95,66 @@ func (m *TaskMessage) Validate() error {
 			return err
 		}
 	}
+	return ValidateHeaders(m.Headers)
+}
+
+// ValidateHeaders checks propagated headers: at most MaxHeaders entries
+// and MaxHeadersSize bytes, each name an HTTP token (RFC 9110) in lower
+// case, as propagators write them, each value printable ASCII (so that
+// it can travel as an HTTP header and in JSON unchanged).
+func ValidateHeaders(h map[string]string) error {
+	if h == nil {
+		return nil
+	}
+	if len(h) == 0 {
+		return fmt.Errorf("%w: Headers is empty but not nil", ErrInvalidArgument)
+	}
+	if len(h) > MaxHeaders {
+		return fmt.Errorf("%w: %d headers, the limit is %d", ErrInvalidArgument, len(h), MaxHeaders)
+	}
+	size := 0
+	for k, v := range h {
+		size += len(k) + len(v)
+		if !headerName(k) {
+			return fmt.Errorf("%w: header name %q is not a lower-case HTTP token", ErrInvalidArgument, k)
+		}
+		for i := 0; i < len(v); i++ {
+			if v[i] < ' ' || v[i] > '~' {
+				return fmt.Errorf("%w: header %s: the value holds a byte that is not printable ASCII", ErrInvalidArgument, k)
+			}
+		}
+	}
+	if size > MaxHeadersSize {
+		return fmt.Errorf("%w: headers are %d bytes, the limit is %d", ErrInvalidArgument, size, MaxHeadersSize)
+	}
 	return nil
+}
+
+// headerName reports whether s is a non-empty HTTP token without upper
+// case letters.
+func headerName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // SameEnqueue reports whether o asks to store the same task as m: the
 // fields a caller gives at Enqueue are equal (ID, Queue, Type, Payload —
 // a nil payload differs from an empty one, as both are stored —, MaxRetry,
 // Timeout, Deadline as an instant, UniqueKey, UniqueTTL when there is a
-// UniqueKey, Retention, GroupKey). The bookkeeping fields (Retried, LastErr, LastFailedAt) and
-// the due time of the call are not compared. A backend that finds a task
+// UniqueKey, Retention, GroupKey). The bookkeeping fields (Retried, LastErr, LastFailedAt),
+// the propagated Headers (a repeated enqueue may come from another trace)
+// and the due time of the call are not compared. A backend that finds a task
 // with o's ID stored treats an Enqueue of o as already done when this
 // holds, and as base.ErrTaskIDConflict otherwise.
 func (m *TaskMessage) SameEnqueue(o *TaskMessage) bool {

@@ -25,6 +25,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/htqueue/htq/webhook"
 )
 
@@ -37,6 +41,9 @@ const (
 	// HeaderRetryCount carries how many times the task was retried before
 	// this attempt (0 on the first attempt).
 	HeaderRetryCount = "Htq-Retry-Count"
+	// HeaderCallbackOf is set on a callback's request only: the ID of the
+	// task whose outcome it reports (htq serve sets it).
+	HeaderCallbackOf = "Htq-Callback-Of"
 )
 
 // Defaults of Config.
@@ -103,6 +110,15 @@ type Config struct {
 	// Now is the clock used for webhook-timestamp and HTTP-date
 	// Retry-After values; nil means time.Now.
 	Now func() time.Time
+
+	// TracerProvider makes the HTTP client span of each Dispatch, a child
+	// of the span in its ctx. Nil: OpenTelemetry's global provider, a
+	// no-op unless the application set one.
+	TracerProvider trace.TracerProvider
+	// Propagator writes the trace context of the dispatch (traceparent,
+	// tracestate) into the request's headers, over a task's own headers
+	// of those names. Nil: OpenTelemetry's global propagator.
+	Propagator propagation.TextMapPropagator
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -136,6 +152,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
+	if c.Propagator == nil {
+		c.Propagator = otel.GetTextMapPropagator()
 	}
 	return c
 }
@@ -212,6 +234,7 @@ type Dispatcher struct {
 	signer    atomic.Pointer[webhook.Signer]
 	transport *http.Transport
 	client    *http.Client
+	tracer    trace.Tracer
 }
 
 // New returns a Dispatcher for cfg.
@@ -224,7 +247,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{cfg: cfg, guard: guard}
+	d := &Dispatcher{cfg: cfg, guard: guard, tracer: cfg.TracerProvider.Tracer(TracerName)}
 	d.signer.Store(cfg.Signer)
 
 	var tlsConfig *tls.Config
@@ -390,11 +413,16 @@ type redirectState struct{ reason string }
 // Htq-Retry-Count, a User-Agent, and the webhook-id (the task ID),
 // webhook-timestamp and webhook-signature headers. The whole exchange is
 // bounded by req.Timeout (or Config.Timeout) and by ctx.
-func (d *Dispatcher) Dispatch(ctx context.Context, req Request) (*Result, error) {
+//
+// The exchange is traced as an HTTP client span (see Config.TracerProvider)
+// whose trace context the request carries as traceparent.
+func (d *Dispatcher) Dispatch(ctx context.Context, req Request) (res *Result, err error) {
 	u, method, timeout, err := d.prepare(&req)
 	if err != nil {
 		return nil, err
 	}
+	ctx, span := d.startSpan(ctx, method, u, req.TaskID)
+	defer func() { endSpan(span, res, err) }()
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errTaskTimeout)
 	defer cancel()
 	rs := &redirectState{}
@@ -417,6 +445,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req Request) (*Result, error)
 		h.Set("User-Agent", d.cfg.UserAgent)
 	}
 	d.signer.Load().SignHeader(h, req.TaskID, d.cfg.Now(), req.Body)
+	d.cfg.Propagator.Inject(ctx, propagation.HeaderCarrier(h))
 	hreq.Header = h
 
 	start := time.Now()
@@ -428,7 +457,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req Request) (*Result, error)
 	// A body read to its end lets the connection be reused; closing one
 	// that was not (truncated, or failed) discards the connection.
 	resp.Body.Close()
-	res := &Result{
+	res = &Result{
 		Status:    resp.StatusCode,
 		Header:    resp.Header,
 		Body:      body,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/htqueue/htq/internal/base"
@@ -16,7 +17,14 @@ const recordVersion = 1
 
 // encodeTask writes the persistent fields of t as one record:
 // the version byte, then every field in a fixed order as uvarints, varints,
-// length-prefixed strings and times (see putTime).
+// length-prefixed strings and times (see putTime), then the optional
+// fields that are set, each led by its tag, in increasing tag order. A
+// task without optional fields is stored as it was before they existed,
+// and a field added later takes the next tag.
+//
+//	tagHeaders  propagated headers (TaskMessage.Headers): uvarint count
+//	            (at least 1), then each name and value as strings, names
+//	            in increasing byte order
 func encodeTask(t *task) []byte {
 	m := t.msg
 	n := 64 + len(m.ID) + len(m.Type) + len(m.Payload) + len(m.Queue) + len(m.UniqueKey) +
@@ -44,8 +52,17 @@ func encodeTask(t *task) []byte {
 	e.time(t.completedAt)
 	e.bytes(t.result)
 	e.time(t.uniqueUntil)
+	if len(m.Headers) > 0 {
+		e.uvarint(tagHeaders)
+		e.headers(m.Headers)
+	}
 	return e.b
 }
+
+// Tags of the optional fields of a record.
+const (
+	tagHeaders = 1
+)
 
 // errBadRecord marks a record that cannot be decoded.
 var errBadRecord = errors.New("bad task record")
@@ -93,6 +110,18 @@ func decodeTask(seq uint64, b []byte, intern func([]byte) string) (*task, error)
 	t.completedAt = d.time()
 	t.result = d.bytes()
 	t.uniqueUntil = d.time()
+	for last := uint64(0); len(d.b) > 0 && d.err == nil; {
+		tag := d.uvarint()
+		switch {
+		case tag <= last:
+			d.fail("optional field order")
+		case tag == tagHeaders:
+			m.Headers = d.headers()
+		default:
+			d.fail(fmt.Sprintf("optional field (unknown tag %d)", tag))
+		}
+		last = tag
+	}
 	if d.err != nil {
 		return nil, fmt.Errorf("%w %d: %v", errBadRecord, seq, d.err)
 	}
@@ -121,6 +150,20 @@ func (e *encoder) bytes(p []byte) {
 	}
 	e.uvarint(uint64(len(p)) + 1)
 	e.b = append(e.b, p...)
+}
+
+// headers writes the count of h, then its entries in name order.
+func (e *encoder) headers(h map[string]string) {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	e.uvarint(uint64(len(names)))
+	for _, k := range names {
+		e.str(k)
+		e.str(h[k])
+	}
 }
 
 // time writes 0 for the zero time, else 1, the Unix seconds and the
@@ -220,6 +263,28 @@ func (d *decoder) strBytes() []byte {
 		return nil
 	}
 	return d.raw(n)
+}
+
+// headers reads what encoder.headers wrote: a count of at least one and
+// names strictly increasing.
+func (d *decoder) headers() map[string]string {
+	n := d.uvarint()
+	// Each entry takes at least two bytes (two empty strings).
+	if n == 0 || n > uint64(len(d.b))/2 {
+		d.fail("headers")
+		return nil
+	}
+	h := make(map[string]string, int(n))
+	prev := ""
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		k, v := d.str(), d.str()
+		if i > 0 && k <= prev {
+			d.fail("headers")
+		}
+		h[k] = v
+		prev = k
+	}
+	return h
 }
 
 func (d *decoder) bytes() []byte {

@@ -68,6 +68,18 @@ func (r *Registry) Build(ctx context.Context, s *TaskSpec, q *Queue) (*htq.Task,
 		} else if err != nil {
 			return nil, nil, fmt.Errorf("%w: %v", ErrTargetNotAllowed, err)
 		}
+		// A callback's target is checked as the task's own, and a refused
+		// one is bad input naming its field: the task itself could run.
+		for _, cb := range []struct{ field, url string }{
+			{"options." + CallbackSuccess, ut.Callback}, {"options." + CallbackFailure, ut.FailureCallback}} {
+			if cb.url == "" {
+				continue
+			}
+			u, _ := url.Parse(cb.url) // Validate parsed it already
+			if err := r.checkTarget(ctx, u); err != nil {
+				return nil, nil, fmt.Errorf("%w: %s: %v", base.ErrInvalidArgument, cb.field, err)
+			}
+		}
 	}
 	return task, opts, nil
 }

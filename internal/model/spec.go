@@ -57,6 +57,11 @@ type TaskOptions struct {
 	// Group is refused (see errGroupOverHTTP); it is kept as a field so
 	// that a client that sends it hears why instead of "unknown field".
 	Group string `json:"group,omitempty"`
+	// Callback and FailureCallback are URLs htq POSTs a URL task's
+	// outcome to when it succeeds, and when it is archived after its last
+	// attempt (see URLTask.Callback). Typed tasks take neither.
+	Callback        string `json:"callback,omitempty"`
+	FailureCallback string `json:"failure_callback,omitempty"`
 }
 
 // Headers are a URL task's request headers, a JSON object of names to
@@ -272,6 +277,10 @@ func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *URLTask, error) {
 				return nil, nil, nil, invalid("payload_base64: " + err.Error())
 			}
 		}
+		if o := s.Options; o != nil && (o.Callback != "" || o.FailureCallback != "") {
+			return nil, nil, nil, invalid("options.callback and options.failure_callback apply to URL tasks, whose outcome htq knows; " +
+				"a pull worker reports its own task's outcome")
+		}
 		return htq.NewTask(s.Type, payload), opts, nil, nil
 	}
 	if !q.Mode.IsURL() {
@@ -284,6 +293,9 @@ func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *URLTask, error) {
 	}
 	if s.Body != nil {
 		ut.Body = *s.Body
+	}
+	if s.Options != nil {
+		ut.Callback, ut.FailureCallback = s.Options.Callback, s.Options.FailureCallback
 	}
 	switch {
 	case q.Mode == ModeVariable && ut.Variable == nil:

@@ -42,6 +42,15 @@ type URLTask struct {
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 	// Variable is set on the tasks of variable queues: the task repeats.
 	Variable *Variable `json:"variable,omitempty"`
+	// Callback and FailureCallback are the URLs htq POSTs the task's
+	// outcome to (a Callback body) when it succeeds, and when it is
+	// archived after its last attempt (options.callback and
+	// options.failure_callback at enqueue).
+	Callback        string `json:"callback,omitempty"`
+	FailureCallback string `json:"failure_callback,omitempty"`
+	// CallbackOf is set on the task that makes a callback's request: it
+	// names the task whose outcome the request reports.
+	CallbackOf *CallbackOf `json:"callback_of,omitempty"`
 	// ProcessAt is when the task was due, for a task that waited (a
 	// delay or process_at at enqueue, the next run of a variable task):
 	// the dispatcher measures how late it started from it
@@ -49,6 +58,20 @@ type URLTask struct {
 	// WithoutProcessAt).
 	ProcessAt *time.Time `json:"process_at,omitempty"`
 }
+
+// CallbackOf names the task a callback reports on.
+type CallbackOf struct {
+	// TaskID is the ID of the task whose outcome the callback reports.
+	TaskID string `json:"task_id"`
+	// Kind is CallbackSuccess or CallbackFailure.
+	Kind string `json:"kind"`
+}
+
+// The kinds of callback: the field of the options that named its URL.
+const (
+	CallbackSuccess = "callback"
+	CallbackFailure = "failure_callback"
+)
 
 // Variable is the repeating state of a task of a variable queue.
 type Variable struct {
@@ -133,35 +156,27 @@ func (t *URLTask) Validate() (*url.URL, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: URL task: "+format, append([]any{base.ErrInvalidArgument}, args...)...)
 	}
-	if t.URL == "" {
-		return nil, bad("url is empty")
-	}
-	if !utf8.ValidString(t.URL) {
-		return nil, bad("url %q is not valid UTF-8", t.URL)
-	}
-	u, err := url.Parse(t.URL)
+	u, err := CheckTargetURL("url", t.URL)
 	if err != nil {
-		return nil, bad("url %q: %v", t.URL, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, bad("url %q: the scheme must be http or https", t.URL)
-	}
-	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
-		return nil, bad("url %q has no host", t.URL)
-	}
-	if u.User != nil {
-		return nil, bad("url %q: user information is not allowed (send credentials in a header)", t.URL)
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return nil, bad("url %q: port %q is not a number from 1 to 65535", t.URL, p)
-		}
+		return nil, err
 	}
 	if !urlMethods[t.Method] {
 		return nil, bad("method %q: want GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS", t.Method)
 	}
 	if _, err := http.NewRequest(t.Method, u.String(), nil); err != nil {
 		return nil, bad("url %q: %v", t.URL, err)
+	}
+	for _, cb := range []struct{ field, url string }{
+		{"options." + CallbackSuccess, t.Callback}, {"options." + CallbackFailure, t.FailureCallback}} {
+		if cb.url == "" {
+			continue
+		}
+		if t.CallbackOf != nil {
+			return nil, bad("%s: a callback's own request has no callbacks", cb.field)
+		}
+		if _, err := CheckTargetURL(cb.field, cb.url); err != nil {
+			return nil, err
+		}
 	}
 	for name, value := range t.Headers {
 		if !validHeaderName(name) {
@@ -186,6 +201,44 @@ func (t *URLTask) Validate() (*url.URL, error) {
 	}
 	if t.TimeoutMS < 0 || t.TimeoutMS > MaxRequestTimeout.Milliseconds() {
 		return nil, bad("timeout_ms %d is out of range [0, %d]", t.TimeoutMS, MaxRequestTimeout.Milliseconds())
+	}
+	return u, nil
+}
+
+// CheckTargetURL checks the syntax of a URL htq will send requests to,
+// given as field: an absolute http or https URL with a host, a port from
+// 1 to 65535 if any and no user information, valid UTF-8 and one that
+// net/http takes. Errors wrap base.ErrInvalidArgument and name the field.
+func CheckTargetURL(field, raw string) (*url.URL, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: URL task: %s "+format, append([]any{base.ErrInvalidArgument, field}, args...)...)
+	}
+	if raw == "" {
+		return nil, bad("is empty")
+	}
+	if !utf8.ValidString(raw) {
+		return nil, bad("%q is not valid UTF-8", raw)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, bad("%q: %v", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, bad("%q: the scheme must be http or https", raw)
+	}
+	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
+		return nil, bad("%q has no host", raw)
+	}
+	if u.User != nil {
+		return nil, bad("%q: user information is not allowed (send credentials in a header)", raw)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, bad("%q: port %q is not a number from 1 to 65535", raw, p)
+		}
+	}
+	if _, err := http.NewRequest(http.MethodPost, u.String(), nil); err != nil {
+		return nil, bad("%q: %v", raw, err)
 	}
 	return u, nil
 }

@@ -72,3 +72,48 @@ func TestGroupRefused(t *testing.T) {
 		}
 	}
 }
+
+// A URL task's callbacks are checked like its URL, each error naming its
+// option; a typed task takes none, and a callback's own task has none.
+func TestCallbackOptions(t *testing.T) {
+	q := New("hooks", ModeRealTime, time.Now())
+	spec := &TaskSpec{URL: "http://example.com/", Options: &TaskOptions{Callback: "https://example.com/ok", FailureCallback: "http://example.com/ko"}}
+	_, _, ut, err := Build(spec, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ut.Callback != "https://example.com/ok" || ut.FailureCallback != "http://example.com/ko" {
+		t.Errorf("built %+v", ut)
+	}
+	back, err := ut.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeURLTask(back); err != nil || got.Callback != ut.Callback || got.FailureCallback != ut.FailureCallback {
+		t.Errorf("round trip: %+v, %v", got, err)
+	}
+	for name, tc := range map[string]struct {
+		spec  *TaskSpec
+		field string
+	}{
+		"ftp callback":       {&TaskSpec{URL: "http://example.com/", Options: &TaskOptions{Callback: "ftp://example.com/"}}, "options.callback"},
+		"no host":            {&TaskSpec{URL: "http://example.com/", Options: &TaskOptions{FailureCallback: "http:///x"}}, "options.failure_callback"},
+		"user information":   {&TaskSpec{URL: "http://example.com/", Options: &TaskOptions{Callback: "http://a:b@example.com/"}}, "options.callback"},
+		"bad port":           {&TaskSpec{URL: "http://example.com/", Options: &TaskOptions{FailureCallback: "http://example.com:0/"}}, "options.failure_callback"},
+		"typed task":         {&TaskSpec{Type: "t", Options: &TaskOptions{Callback: "http://example.com/"}}, "options.callback"},
+		"typed task failure": {&TaskSpec{Type: "t", Options: &TaskOptions{FailureCallback: "http://example.com/"}}, "options.failure_callback"},
+	} {
+		qq := q
+		if tc.spec.Type != "" {
+			qq = New("jobs", ModePull, time.Now())
+		}
+		_, _, _, err := Build(tc.spec, qq)
+		if !errors.Is(err, base.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: %v, want ErrInvalidArgument naming %s", name, err, tc.field)
+		}
+	}
+	cb := URLTask{URL: "http://example.com/", Method: "POST", Callback: "http://example.com/", CallbackOf: &CallbackOf{TaskID: "t", Kind: CallbackSuccess}}
+	if _, err := cb.Validate(); !errors.Is(err, base.ErrInvalidArgument) {
+		t.Errorf("a callback's task with a callback: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,20 @@ import (
 //	[flagUnique]    uvarint len + UniqueKey, varint UniqueTTL (ns)
 //	[flagRetention] varint Retention (ns)
 //	[flagGroup]     uvarint len + GroupKey
+//	[flagHeaders]   uvarint count (at least 1), then count times
+//	                uvarint len + name, uvarint len + value, names in
+//	                increasing byte order; then the length of all that
+//	                as two bytes, big-endian
+//
+// Propagated headers are not part of a task's identity (see
+// base.TaskMessage.SameEnqueue): the scripts compare messages without
+// them, finding where they start from the flag and the last two bytes
+// (lib.lua's content).
+//
+// A flag added later takes a free bit and puts its field where its bit's
+// order says; a message without it costs no byte and old messages decode
+// unchanged (flagHeaders took the top bit so that the bits below stay
+// free for fields of the task itself).
 const codecVersion = 1
 
 const (
@@ -37,9 +52,12 @@ const (
 	flagRetention
 	flagGroup
 
+	// flagHeaders marks propagated headers (base.TaskMessage.Headers).
+	flagHeaders = 1 << 7
+
 	// flagsKnown is every flag this version writes; a message with another
 	// bit set was written by something else and is refused.
-	flagsKnown = flagPayload | flagTimeout | flagDeadline | flagUnique | flagRetention | flagGroup
+	flagsKnown = flagPayload | flagTimeout | flagDeadline | flagUnique | flagRetention | flagGroup | flagHeaders
 )
 
 var errCorrupt = errors.New("rdb: corrupt task message")
@@ -65,6 +83,9 @@ func encodeMessage(dst []byte, m *base.TaskMessage) []byte {
 	if m.GroupKey != "" {
 		flags |= flagGroup
 	}
+	if len(m.Headers) > 0 {
+		flags |= flagHeaders
+	}
 	dst = append(dst, codecVersion, flags)
 	dst = appendString(dst, m.Type)
 	if flags&flagPayload != 0 {
@@ -89,7 +110,31 @@ func encodeMessage(dst []byte, m *base.TaskMessage) []byte {
 	if flags&flagGroup != 0 {
 		dst = appendString(dst, m.GroupKey)
 	}
+	if flags&flagHeaders != 0 {
+		dst = appendHeaders(dst, m.Headers)
+	}
 	return dst
+}
+
+// maxHeadersSection is the longest headers section the two-byte length
+// can give; base.MaxHeadersSize keeps every valid message well below.
+const maxHeadersSection = 1<<16 - 1
+
+// appendHeaders appends the count of h, its entries in name order and
+// the length of both.
+func appendHeaders(dst []byte, h map[string]string) []byte {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	start := len(dst)
+	dst = binary.AppendUvarint(dst, uint64(len(names)))
+	for _, k := range names {
+		dst = appendString(dst, k)
+		dst = appendString(dst, h[k])
+	}
+	return binary.BigEndian.AppendUint16(dst, uint16(min(len(dst)-start, maxHeadersSection)))
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -146,6 +191,9 @@ func decodeMessage(blob string, m *base.TaskMessage) error {
 		m.GroupKey = d.str()
 		d.bad = d.bad || m.GroupKey == ""
 	}
+	if flags&flagHeaders != 0 {
+		m.Headers = d.headers()
+	}
 	if d.bad || d.i != len(blob) {
 		return errCorrupt
 	}
@@ -200,6 +248,35 @@ func (d *decoder) varint() int64 {
 		x = ^x
 	}
 	return x
+}
+
+// headers reads what appendHeaders wrote: a count of at least one, no
+// more entries than the rest of the blob can hold, names strictly
+// increasing, and their length. The strings are copied out of the blob.
+func (d *decoder) headers() map[string]string {
+	start := d.i
+	n := d.uvarint()
+	// Each entry takes at least two bytes (two empty strings).
+	if d.bad || n == 0 || n > uint64(len(d.s)-d.i)/2 {
+		d.bad = true
+		return nil
+	}
+	h := make(map[string]string, int(n))
+	prev := ""
+	for i := uint64(0); i < n && !d.bad; i++ {
+		k, v := d.str(), d.str()
+		if i > 0 && k <= prev {
+			d.bad = true
+		}
+		h[strings.Clone(k)] = strings.Clone(v)
+		prev = k
+	}
+	if d.bad || len(d.s)-d.i < 2 || int(d.s[d.i])<<8|int(d.s[d.i+1]) != d.i-start {
+		d.bad = true
+		return nil
+	}
+	d.i += 2
+	return h
 }
 
 func (d *decoder) str() string {

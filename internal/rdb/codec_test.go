@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"bytes"
+	"maps"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ func sameMessage(t *testing.T, got, want *base.TaskMessage) {
 	if got.Type != want.Type || !bytes.Equal(got.Payload, want.Payload) || (got.Payload == nil) != (want.Payload == nil) ||
 		got.MaxRetry != want.MaxRetry || got.Timeout != want.Timeout || !got.Deadline.Equal(want.Deadline) ||
 		got.UniqueKey != want.UniqueKey || got.UniqueTTL != want.UniqueTTL || got.Retention != want.Retention ||
-		got.GroupKey != want.GroupKey {
+		got.GroupKey != want.GroupKey || !maps.Equal(got.Headers, want.Headers) || (got.Headers == nil) != (want.Headers == nil) {
 		t.Errorf("decoded %+v, want %+v", got, want)
 	}
 }
@@ -28,6 +29,8 @@ func TestCodecRoundTrip(t *testing.T) {
 		{Type: "x", Deadline: time.Date(1900, 1, 1, 0, 0, 0, 1, time.UTC), Timeout: -1},
 		{Type: "u", UniqueKey: "k:1", UniqueTTL: time.Hour, Retention: 24 * time.Hour, GroupKey: "g"},
 		{Type: "ünïcode", Payload: []byte("\x00\x01"), MaxRetry: 1 << 40},
+		{Type: "traced", Payload: []byte("p"), GroupKey: "g", Headers: map[string]string{
+			"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "congo=t61rcWkgMzE", "b": ""}},
 	}
 	for _, m := range msgs {
 		blob := string(encodeMessage(nil, m))
@@ -54,6 +57,13 @@ func TestCodecRejectsCorrupt(t *testing.T) {
 		"\x01\x00\x81\x00t\x00",                                 // a length not in its shortest form
 		"\x01\x00\x01t\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", // MaxRetry over MaxInt
 		"\x01\x00\x01t\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02", // a varint over 64 bits
+		"\x01\x80\x01t\x00\x00\x00\x01",                         // the headers flag with no header
+		"\x01\x80\x01t\x00\x02\x01b\x00\x01a\x00\x00\x07",       // headers out of order
+		"\x01\x80\x01t\x00\x02\x01a\x00\x01a\x00\x00\x07",       // a header twice
+		"\x01\x80\x01t\x00\x05\x01a\x00\x00\x04",                // more headers than bytes
+		"\x01\x80\x01t\x00\x01\x01a\x05xy\x00\x06",              // a value longer than the blob
+		"\x01\x80\x01t\x00\x01\x01a\x00\x00\x03",                // a headers length that is not theirs
+		"\x01\x80\x01t\x00\x01\x01a\x00",                        // no headers length
 	}
 	for _, s := range bad {
 		var m base.TaskMessage
@@ -72,6 +82,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add(string(encodeMessage(nil, &base.TaskMessage{Type: "u", Payload: []byte{}, MaxRetry: 3, Timeout: -time.Second,
 		UniqueKey: "k", UniqueTTL: time.Hour, Retention: time.Minute})))
 	f.Add("\x01\x3f")
+	f.Add(string(encodeMessage(nil, &base.TaskMessage{Type: "h", Headers: map[string]string{"a": "1", "traceparent": "x"}})))
 	f.Fuzz(func(t *testing.T, s string) {
 		var m base.TaskMessage
 		if decodeMessage(s, &m) != nil {
@@ -86,6 +97,37 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		sameMessage(t, &m2, &m)
 	})
+}
+
+// TestCodecOldMessages decodes messages as htq wrote them before
+// propagated headers existed (the bytes were written by that encoder): they decode as they did, with nil Headers,
+// and encode back to the same bytes.
+func TestCodecOldMessages(t *testing.T) {
+	old := []struct {
+		blob string
+		want base.TaskMessage
+	}{
+		// {Type: "email:send", Payload: {"to":"a@b"}, MaxRetry: 25, Timeout: 30m}
+		{"\x01\x03\nemail:send\f{\"to\":\"a@b\"}\x19\x80\xc0\xe2\x85\xe3h",
+			base.TaskMessage{Type: "email:send", Payload: []byte(`{"to":"a@b"}`), MaxRetry: 25, Timeout: 30 * time.Minute}},
+		// every field: unique, retention and group included
+		{"\x01?\x01u\x01p\x03\x02\n\x06\x03k:1\x80\x80\xc5\x8b\xc6\xd1\x01\x80\x80\xf8\x94\x92\xa5'\x01g",
+			base.TaskMessage{Type: "u", Payload: []byte("p"), MaxRetry: 3, Timeout: 1, Deadline: time.Unix(5, 6),
+				UniqueKey: "k:1", UniqueTTL: time.Hour, Retention: 24 * time.Hour, GroupKey: "g"}},
+	}
+	for _, o := range old {
+		var got base.TaskMessage
+		if err := decodeMessage(o.blob, &got); err != nil {
+			t.Fatalf("decode %q: %v", o.blob, err)
+		}
+		sameMessage(t, &got, &o.want)
+		if got.Headers != nil {
+			t.Errorf("an old message decodes with Headers %v", got.Headers)
+		}
+		if again := string(encodeMessage(nil, &got)); again != o.blob {
+			t.Errorf("re-encoded %q, want the old bytes %q", again, o.blob)
+		}
+	}
 }
 
 func BenchmarkCodec(b *testing.B) {

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/htqueue/htq/internal/api"
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/dispatch"
@@ -123,6 +126,20 @@ type Config struct {
 	// is not a GET or HEAD (403). The bearer token keeps every right.
 	UIReadOnly bool
 
+	// TracerProvider makes the service's spans: each enqueue through the
+	// API (a child of the request's traceparent), each attempt of a URL
+	// task and its HTTP request (docs/tracing.md). Nil: OpenTelemetry's
+	// global provider, a no-op unless the program set one; `htq serve`
+	// sets one that exports with OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is
+	// set (see NewTracerProvider).
+	TracerProvider trace.TracerProvider
+	// Propagator carries the trace context from an enqueue request's
+	// headers into the task, and from the task onto its URL request and
+	// into a pull worker's fetch. Nil: W3C Trace Context (traceparent,
+	// tracestate), which passes a caller's trace on even when the service
+	// makes no spans of its own.
+	Propagator propagation.TextMapPropagator
+
 	// Logger receives the service's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Stdout receives the one-time message with a generated token and
@@ -193,6 +210,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Stdout == nil {
 		c.Stdout = os.Stdout
+	}
+	if c.Propagator == nil {
+		c.Propagator = propagation.TraceContext{}
 	}
 	return c
 }

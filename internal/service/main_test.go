@@ -117,6 +117,12 @@ func newClient(t testing.TB, baseURL, token string) *apiClient {
 // nil); it returns the status and the raw body.
 func (c *apiClient) call(method, path string, body, out any) (int, []byte) {
 	c.t.Helper()
+	return c.callHeader(nil, method, path, body, out)
+}
+
+// callHeader is call with the request headers hdr added.
+func (c *apiClient) callHeader(hdr http.Header, method, path string, body, out any) (int, []byte) {
+	c.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -134,6 +140,9 @@ func (c *apiClient) call(method, path string, body, out any) (int, []byte) {
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

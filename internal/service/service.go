@@ -137,6 +137,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Timeout:             cfg.DispatchTimeout,
 		MaxTimeout:          model.MaxRequestTimeout, // what the API lets a task ask for
 		MaxIdleConnsPerHost: max(dispatch.DefaultMaxIdleConnsPerHost, cfg.Concurrency),
+		TracerProvider:      cfg.TracerProvider,
+		Propagator:          cfg.Propagator,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: URL worker: %w", err)
@@ -171,6 +173,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		MetricsAuth:        cfg.metricsAuth(),
 		EnqueueRetryFor:    cfg.StorageTimeout,
 		CORSOrigins:        cfg.CORSOrigins,
+		TracerProvider:     cfg.TracerProvider,
+		Propagator:         cfg.Propagator,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: API: %w", err)
@@ -180,17 +184,21 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, fmt.Errorf("service: dashboard: %w", err)
 	}
 
-	exec := &urlHandler{disp: s.disp, queues: s.queues, client: htq.NewClient(s.storage), metrics: obs,
+	client := htq.NewClientWithOptions(s.storage, htq.ClientOptions{TracerProvider: cfg.TracerProvider, Propagator: cfg.Propagator})
+	exec := &urlHandler{disp: s.disp, queues: s.queues, client: client, metrics: obs,
 		logger:   cfg.Logger.With("component", "htq.urlworker"),
-		defaults: model.Defaults{DispatchTimeout: cfg.DispatchTimeout}}
+		defaults: model.Defaults{DispatchTimeout: cfg.DispatchTimeout, CompletedRetention: max(cfg.CompletedRetention, 0)}}
 	s.server = htq.NewServer(s.storage, htq.Config{
 		Concurrency:          cfg.Concurrency,
 		QueueSource:          s.urlQueues,
 		QueueRefreshInterval: cfg.QueueRefreshInterval,
 		RetryDelayFunc:       retryDelay,
+		IsFailure:            isFailure,
 		ErrorHandler:         htq.ErrorHandlerFunc(exec.logFailure),
 		ShutdownTimeout:      cfg.ShutdownTimeout,
 		Logger:               cfg.Logger,
+		TracerProvider:       cfg.TracerProvider,
+		Propagator:           cfg.Propagator,
 	})
 	if err := s.server.Start(exec); err != nil {
 		return nil, fmt.Errorf("service: URL worker: %w", err)

@@ -2,9 +2,7 @@ package service
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,7 +46,8 @@ type urlHandler struct {
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 	// defaults holds the request timeout of a task when neither it nor
-	// its queue sets one (--dispatch-timeout).
+	// its queue sets one (--dispatch-timeout), and the completed retention
+	// of a callback's task (--completed-retention).
 	defaults model.Defaults
 }
 
@@ -107,8 +106,13 @@ func (x *urlHandler) logFailure(ctx context.Context, t *htq.Task, err error) {
 	if errors.As(err, &se) {
 		attrs = append(attrs, "status", se.Status)
 	}
-	// Every error is a failure: the URL worker's Server leaves IsFailure unset.
-	if attempt.Archives(retried, maxRetry, errors.Is(err, htq.SkipRetry), true) {
+	if attempt.Archives(retried, maxRetry, errors.Is(err, htq.SkipRetry), isFailure(err)) {
+		if errors.Is(err, htq.ErrLeaseExpired) {
+			// A lost worker's last attempt, which the Recoverer archives:
+			// the failure callback is due (the URL handler makes the other
+			// ones before it returns).
+			x.lostCallback(ctx, t, err)
+		}
 		x.logger.Warn("URL task archived", append(attrs, "err", err)...)
 		return
 	}
@@ -138,6 +142,7 @@ func (x *urlHandler) ProcessTask(ctx context.Context, t *htq.Task) error {
 		}
 		return &retryError{delay: time.Second, err: fmt.Errorf("task %s: read queue %s: %w", id, queue, err)}
 	}
+	maxRetry, _ := htq.GetMaxRetry(ctx)
 	p, err := model.DecodeURLTask(t.Payload())
 	if err != nil {
 		return permanent(fmt.Errorf("task %s: %w", id, err))
@@ -165,35 +170,77 @@ func (x *urlHandler) ProcessTask(ctx context.Context, t *htq.Task) error {
 	} else {
 		x.metrics.ObserveDispatch(queue, outcome.String(), time.Since(start))
 	}
+	// A callback is stored before the outcome it reports is written (see
+	// callback.go); when it cannot be, the task runs again, its retries
+	// untouched.
+	again := func(err error) error {
+		return &retryError{delay: backoff(retried, q.MinBackoff(), q.MaxBackoff()), err: err}
+	}
 	switch outcome {
 	case dispatch.Succeeded:
-		if q.Mode == model.ModeVariable {
+		if q.Mode == model.ModeVariable && p.CallbackOf == nil {
 			if err := x.scheduleNext(ctx, q, p, res); err != nil {
 				// Run it again rather than lose the chain (the target sees
 				// this run twice, as with any retry).
-				return &retryError{delay: backoff(retried, q.MinBackoff(), q.MaxBackoff()), err: err}
+				return again(err)
 			}
+		}
+		if err := x.callback(ctx, q, id, p, model.CallbackSuccess, retried+1, maxRetry, res, nil); err != nil {
+			return again(err)
 		}
 		return nil
 	case dispatch.Archive:
+		if err := x.callback(ctx, q, id, p, model.CallbackFailure, retried+1, maxRetry, res, derr); err != nil {
+			return again(err)
+		}
 		return permanent(derr)
 	default:
 		delay := backoff(retried, q.MinBackoff(), q.MaxBackoff())
 		if ra, ok := dispatch.RetryAfter(derr); ok && ra > delay {
 			delay = ra
 		}
+		if attempt.Archives(retried, maxRetry, false, true) {
+			if err := x.callback(ctx, q, id, p, model.CallbackFailure, retried+1, maxRetry, res, derr); err != nil {
+				return again(err)
+			}
+		}
 		return &retryError{delay: delay, err: derr}
+	}
+}
+
+// lostCallback makes the failure callback of a task whose last attempt
+// was lost with its worker (err wraps htq.ErrLeaseExpired); the attempt's
+// answer, if any came, is not known. A failure is logged: the Recoverer
+// archives the task whatever this does.
+func (x *urlHandler) lostCallback(ctx context.Context, t *htq.Task, err error) {
+	id, _ := htq.GetTaskID(ctx)
+	queue, _ := htq.GetQueueName(ctx)
+	retried, _ := htq.GetRetryCount(ctx)
+	maxRetry, _ := htq.GetMaxRetry(ctx)
+	p, derr := model.DecodeURLTask(t.Payload())
+	if derr != nil || p.FailureCallback == "" {
+		return
+	}
+	q, qerr := x.queues.Get(ctx, queue)
+	if qerr == nil {
+		qerr = x.callback(ctx, q, id, p, model.CallbackFailure, retried+1, maxRetry, nil, err)
+	}
+	if qerr != nil {
+		x.logger.Error("failure callback of a lost task not stored", "queue", queue, "id", id, "err", qerr)
 	}
 }
 
 // request builds the dispatch request of a task.
 func (x *urlHandler) request(id, queue string, retried int, q *model.Queue, p *model.URLTask) (dispatch.Request, error) {
 	req := dispatch.Request{TaskID: id, Queue: queue, RetryCount: retried, URL: p.URL, Method: p.Method}
-	if len(p.Headers) > 0 {
-		req.Header = make(http.Header, len(p.Headers))
+	if len(p.Headers) > 0 || p.CallbackOf != nil {
+		req.Header = make(http.Header, len(p.Headers)+1)
 		for k, v := range p.Headers {
 			req.Header.Set(k, v)
 		}
+	}
+	if p.CallbackOf != nil {
+		req.Header.Set(dispatch.HeaderCallbackOf, p.CallbackOf.TaskID)
 	}
 	body, err := p.BodyBytes()
 	if err != nil {
@@ -275,10 +322,5 @@ func nextRunID(id string) string {
 			root, n = id[:i], k
 		}
 	}
-	next := root + "~" + strconv.Itoa(n+1)
-	if len(next) > base.MaxIDLen {
-		sum := sha256.Sum256([]byte(root))
-		next = "v" + hex.EncodeToString(sum[:16]) + "~" + strconv.Itoa(n+1)
-	}
-	return next
+	return derivedID(root, "~"+strconv.Itoa(n+1))
 }

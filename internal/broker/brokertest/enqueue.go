@@ -89,6 +89,53 @@ func enqueueTests() []testCase {
 			l := e.fetchID("critical", m.ID)
 			wantSameMsg(e, "fetched message", l.Msg, m)
 		}},
+		{"HeadersRoundTrip", func(e *env) {
+			// Propagated headers stay with the task through every state.
+			m := e.newMsg("default")
+			m.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "k=v", "x": ""}
+			e.enqueueAt(m, e.now().Add(time.Minute))
+			wantSameMsg(e, "scheduled task", e.info("default", m.ID).Message, m)
+			e.advance(time.Minute)
+			e.forward("default")
+			l := e.fetchID("default", m.ID)
+			wantSameMsg(e, "fetched message", l.Msg, m)
+			e.retry(l.Ref(), time.Second, "boom")
+			wantSameMsg(e, "task in retry", e.info("default", m.ID).Message, m)
+			e.advance(time.Second)
+			e.forward("default")
+			l = e.fetchID("default", m.ID)
+			wantSameMsg(e, "fetched again", l.Msg, m)
+			e.archive(l.Ref(), "boom")
+			wantSameMsg(e, "archived task", e.info("default", m.ID).Message, m)
+
+			plain := e.add("default")
+			if got := e.fetchID("default", plain.ID).Msg.Headers; got != nil {
+				e.Fatalf("a task enqueued without headers is fetched with Headers %#v, want nil", got)
+			}
+		}},
+		{"HeadersAreNotContent", func(e *env) {
+			// An enqueue repeated from another trace is the same task.
+			m := e.newMsg("default")
+			m.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+			e.enqueue(m)
+			again := *m
+			again.Headers = map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+			e.enqueue(&again)
+			noHeaders := *m
+			noHeaders.Headers = nil
+			e.enqueue(&noHeaders)
+			wantSameMsg(e, "task after the repeats", e.info("default", m.ID).Message, m)
+			ps := []broker.EnqueueParams{{Msg: &again}}
+			wantBatchErrs(e, e.b.EnqueueBatch(e.ctx, ps), nil)
+			wantSameMsg(e, "task after a repeat in a batch", e.info("default", m.ID).Message, m)
+		}},
+		{"HeadersInBatch", func(e *env) {
+			with, without := e.newMsg("default"), e.newMsg("default")
+			with.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+			wantBatchErrs(e, e.b.EnqueueBatch(e.ctx, []broker.EnqueueParams{{Msg: with}, {Msg: without}}), nil, nil)
+			wantSameMsg(e, "fetched message with headers", e.fetchID("default", with.ID).Msg, with)
+			wantSameMsg(e, "fetched message without", e.fetchID("default", without.ID).Msg, without)
+		}},
 		{"EmptyPayload", func(e *env) {
 			m := e.newMsg("default")
 			m.Payload = nil

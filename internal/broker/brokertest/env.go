@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -463,6 +464,9 @@ func wantSameMsg(t testing.TB, what string, got, want *base.TaskMessage) {
 	}
 	if got.GroupKey != want.GroupKey {
 		diff("GroupKey", got.GroupKey, want.GroupKey)
+	}
+	if !maps.Equal(got.Headers, want.Headers) || (got.Headers == nil) != (want.Headers == nil) {
+		diff("Headers", got.Headers, want.Headers)
 	}
 	if len(diffs) > 0 {
 		t.Fatalf("%s: message differs from the one enqueued: %v", what, diffs)

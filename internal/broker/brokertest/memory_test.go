@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -76,6 +77,7 @@ func newMemBroker(clock clockwork.Clock) *memBroker {
 func cloneMsg(m *base.TaskMessage) *base.TaskMessage {
 	c := *m
 	c.Payload = slices.Clone(m.Payload)
+	c.Headers = maps.Clone(m.Headers)
 	return &c
 }
 

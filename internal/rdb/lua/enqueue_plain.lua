@@ -11,15 +11,25 @@
 -- ARGV[6] event time ms ('' = the log entry's)  ARGV[7] event log length
 -- ('0' = off)
 -- Returns 2 (pending), 0 when the task is stored already with this very
--- message (an earlier attempt of the same Enqueue; see lib.lua's
--- stored_same, inlined here; nothing is logged), or -1 when another task
--- holds the ID (nothing written).
+-- message, propagated headers aside (an earlier attempt of the same
+-- Enqueue; see lib.lua's stored_same, inlined here; nothing is logged),
+-- or -1 when another task holds the ID (nothing written).
 -- HSETNX is both the ID check and the first write; publishes r:<queue>
 -- when pending went from empty to one task; logs the enqueue as
 -- lib.lua's log_event would.
 if redis.call('HSETNX', KEYS[1], 'm', ARGV[1]) == 0 then
-  if redis.call('HGET', KEYS[1], 'm') ~= ARGV[1] then return -1 end
-  redis.call('HSET', KEYS[1], 'm', ARGV[1]) -- replicated, for a WAIT
+  local s = redis.call('HGET', KEYS[1], 'm')
+  if s ~= ARGV[1] then
+    -- The same task but for its propagated headers (lib.lua's content).
+    local function content(m)
+      local f = string.byte(m, 2)
+      if not f or f < 128 or #m < 4 then return m end
+      local hi, lo = string.byte(m, #m - 1, #m)
+      return string.sub(m, 1, 1) .. string.char(f - 128) .. string.sub(m, 3, #m - 2 - (hi * 256 + lo))
+    end
+    if content(s) ~= content(ARGV[1]) then return -1 end
+  end
+  redis.call('HSET', KEYS[1], 'm', s) -- replicated, for a WAIT
   return 0
 end
 if ARGV[5] ~= '0' then redis.call('HSET', KEYS[1], 'R', ARGV[5]) end

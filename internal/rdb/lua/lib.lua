@@ -21,16 +21,27 @@ local function now_ms(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- content is a message (codec.go) without its propagated headers, which
+-- are not part of a task's identity: when flag 128 of its second byte is
+-- set, its last two bytes give the length of the headers before them.
+local function content(m)
+  local f = string.byte(m, 2)
+  if not f or f < 128 or #m < 4 then return m end
+  local hi, lo = string.byte(m, #m - 1, #m)
+  return string.sub(m, 1, 1) .. string.char(f - 128) .. string.sub(m, 3, #m - 2 - (hi * 256 + lo))
+end
+
 -- stored_same tells whether the task hash tk, which exists, holds the
--- message msg: an earlier attempt of the same Enqueue stored it (its
--- caller may have seen an error), and this one succeeds without storing
--- it again. It then sets m to the same value: a write that changes nothing
--- but is replicated, so that a WAIT after the script also covers the first
--- attempt's writes, made maybe on another connection. A key of another
--- type holds no message.
+-- message msg, its propagated headers aside: an earlier attempt of the
+-- same Enqueue stored it (its caller may have seen an error), and this
+-- one succeeds without storing it again. It then sets m to the value it
+-- holds: a write that changes nothing but is replicated, so that a WAIT
+-- after the script also covers the first attempt's writes, made maybe on
+-- another connection. A key of another type holds no message.
 local function stored_same(tk, msg)
-  if redis.pcall('HGET', tk, 'm') ~= msg then return false end
-  redis.call('HSET', tk, 'm', msg)
+  local s = redis.pcall('HGET', tk, 'm')
+  if type(s) ~= 'string' or (s ~= msg and content(s) ~= content(msg)) then return false end
+  redis.call('HSET', tk, 'm', s)
   return true
 end
 
