@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -250,4 +251,14 @@ func checkStorage(t *testing.T, st *htq.Storage, queue string, evs []chaostest.E
 func figure(t *testing.T, format string, args ...any) {
 	t.Helper()
 	t.Logf("FIGURE %s: %s", t.Name(), fmt.Sprintf(format, args...))
+}
+
+// quietLogger is the logger of servers the tests run in their own
+// process: the outages they cause make them log errors by design.
+// HTQ_CHAOS_LOG=1 shows them.
+func quietLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("HTQ_CHAOS_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
 }
