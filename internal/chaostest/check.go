@@ -10,8 +10,10 @@ import (
 
 // StorageWorker is the Worker of a Fault that hit the storage itself (a
 // Redis crash, a failover): such a fault may undo recent writes of every
-// worker, so it explains the re-run of any task whose earlier run started
-// before it.
+// worker, or take writes on a node that is about to be demoted, so it
+// explains the re-run of any task whose earlier run started before the
+// fault ended (its Heal event) and whose later run started after the fault
+// began.
 const StorageWorker = "storage"
 
 // A Report is what Check found in a history. Task counts are of distinct
@@ -38,7 +40,7 @@ type Report struct {
 	DoneTwice    int // tasks whose handler returned nil more than once
 	// Unexplained lists tasks run again although no fault caught their
 	// previous run in flight (an InFlight event of that run's worker
-	// between the two starts, or a storage fault between them).
+	// between the two starts, or a storage fault under way between them).
 	Unexplained []string
 
 	Faults   int // Fault events
@@ -74,7 +76,8 @@ func Check(events []Event) *Report {
 		}
 		return t
 	}
-	var storageFaults []time.Time
+	type window struct{ from, to time.Time }
+	var storageFaults []window
 	r := &Report{}
 	for _, e := range events {
 		switch e.Kind {
@@ -96,7 +99,14 @@ func Check(events []Event) *Report {
 		case Fault:
 			r.Faults++
 			if e.Worker == StorageWorker {
-				storageFaults = append(storageFaults, e.At)
+				storageFaults = append(storageFaults, window{e.At, e.At})
+			}
+		case Heal:
+			for i := len(storageFaults) - 1; e.Worker == StorageWorker && i >= 0; i-- {
+				if storageFaults[i].to.Equal(storageFaults[i].from) {
+					storageFaults[i].to = e.At
+					break
+				}
 			}
 		case Refused:
 			r.Refused++
@@ -151,8 +161,8 @@ func Check(events []Event) *Report {
 				}
 			}
 			if !explained {
-				for _, at := range storageFaults {
-					if !at.Before(prev.At) && !at.After(next.At) {
+				for _, w := range storageFaults {
+					if !prev.At.After(w.to) && !next.At.Before(w.from) {
 						explained = true
 						r.RerunAfterStorageFault++
 						break

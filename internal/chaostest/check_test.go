@@ -54,11 +54,17 @@ func TestCheck(t *testing.T) {
 	}
 
 	// A storage fault explains the re-run of any task whose earlier run
-	// started before it.
-	evs = append(evs, Event{At: at(4), Kind: Fault, ID: "crash", Worker: StorageWorker})
-	r = Check(sortByTime(evs))
-	if len(r.Unexplained) != 0 || r.RerunAfterStorageFault != 1 {
-		t.Errorf("after a storage fault: unexplained %v, explained by it %d; want none, 1", r.Unexplained, r.RerunAfterStorageFault)
+	// started before the fault ended and whose later one after it began.
+	for _, tc := range []struct {
+		from, to  int
+		explained bool
+	}{{4, 4, true}, {1, 2, true}, {3, 4, true}, {0, 1, false}, {6, 7, false}} {
+		evs := append(append([]Event(nil), evs...), Event{At: at(tc.from), Kind: Fault, ID: "crash", Worker: StorageWorker},
+			Event{At: at(tc.to), Kind: Heal, ID: "crash", Worker: StorageWorker})
+		r = Check(sortByTime(evs))
+		if got := len(r.Unexplained) == 0 && r.RerunAfterStorageFault == 1; got != tc.explained {
+			t.Errorf("storage fault from %d to %d: unexplained %v, explained by it %d; want explained %v", tc.from, tc.to, r.Unexplained, r.RerunAfterStorageFault, tc.explained)
+		}
 	}
 }
 
