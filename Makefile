@@ -18,8 +18,9 @@ test: deps vet
 # What the tests run besides Go: redis-server (the Redis backend), php and
 # python3 (the webhook verification examples of docs/webhooks.md), bash, curl
 # and jq (the examples of docs/api.md, which internal/service runs as
-# written), chromium (the dashboard's browser tests, internal/ui).
-DEPS := redis-server:redis-server php:php-cli python3:python3 bash:bash curl:curl jq:jq chromium:chromium
+# written), chromium (the dashboard's browser tests, internal/ui), strace
+# (the chaos suite's power-loss simulation).
+DEPS := redis-server:redis-server php:php-cli python3:python3 bash:bash curl:curl jq:jq chromium:chromium strace:strace
 
 deps:
 	@missing=""; for d in $(DEPS); do command -v $${d%%:*} >/dev/null || missing="$$missing $${d#*:}"; done; \
