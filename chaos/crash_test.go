@@ -128,7 +128,7 @@ func TestWorkerCrashes(t *testing.T) {
 	evs := r.events()
 	rep := chaostest.Check(evs)
 	if err := rep.Err(); err != nil {
-		t.Error(err)
+		t.Errorf("%v\nthe history of the first unexplained re-runs:%s", err, explain(evs, rep.Unexplained))
 	}
 	checkStorage(t, st, queue, evs)
 	checkInvariants(t, st, "at the end")

@@ -50,7 +50,7 @@ func testFailover(t *testing.T, query string) {
 	st := openStorage(t, url)
 	defer st.Close()
 	const queue = "failover"
-	n := pick(1500, 6000)
+	n := pick(1000, 6000)
 
 	var procs []*chaostest.Proc
 	for i := range 2 {

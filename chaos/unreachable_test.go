@@ -35,7 +35,9 @@ func TestRedisUnreachable(t *testing.T) {
 
 func testRedisUnreachable(t *testing.T, how string) {
 	r := newRun(t)
-	rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	// everysec: the crash is a process kill, which loses nothing the
+	// kernel has; always would make every write wait for a disk flush.
+	rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "everysec")
 	url := fmt.Sprintf("redis://%s/0", rs.Addr)
 	st := openStorage(t, url)
 	defer st.Close()
@@ -70,10 +72,8 @@ func testRedisUnreachable(t *testing.T, how string) {
 	defer srv.Shutdown()
 	c := htq.NewClient(st)
 	enqueue := func(prefix string, n int, work time.Duration) {
-		for i := range n {
-			if err := chaostest.Enqueue(t.Context(), c, r.log, queue, chaostest.TaskID(prefix, i), work); err != nil {
-				t.Fatal(err)
-			}
+		if err := chaostest.EnqueueBatch(t.Context(), c, r.log, queue, prefix, 0, n, work); err != nil {
+			t.Fatal(err)
 		}
 	}
 
@@ -83,7 +83,7 @@ func testRedisUnreachable(t *testing.T, how string) {
 	baseline := settledGoroutines(0, 3*time.Second)
 
 	// A backlog the outage interrupts.
-	backlog := 16 * int((outage+2*time.Second)/(50*time.Millisecond))
+	backlog := 16 * int((outage+time.Second)/(50*time.Millisecond))
 	enqueue("t", backlog, 50*time.Millisecond)
 	waitEvents(t, r, time.Minute, "some of the backlog done", func(evs []chaostest.Event) bool { return count(evs, chaostest.Done, "") >= 150 })
 
@@ -163,8 +163,10 @@ func testRedisUnreachable(t *testing.T, how string) {
 	}
 	checkStorage(t, st, queue, evs)
 	checkInvariants(t, st, "after the outage")
-	if resumed < 0 || resumed > resumeGoal {
-		t.Errorf("the first task started %v after Redis answered again; want within %v", resumed, resumeGoal)
+	// The goal holds in the full run; the short one, beside the other
+	// packages' tests on a busy CI machine, allows a second.
+	if limit := pick(time.Second, resumeGoal); resumed < 0 || resumed > limit {
+		t.Errorf("the first task started %v after Redis answered again; want within %v (the goal is %v)", resumed, limit, resumeGoal)
 	}
 	if after > baseline {
 		t.Errorf("%d goroutines 15 s after the outage, %d before it", after, baseline)

@@ -3,6 +3,7 @@ package chaostest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -123,4 +124,39 @@ func FirstUnacked(evs []Event, prefix string, n int) int {
 		}
 	}
 	return n
+}
+
+// EnqueueBatch enqueues the suite tasks TaskID(prefix, i) for i in
+// [from, to), each running for work, with Client.EnqueueBatch in batches
+// of 100, and records each invocation and outcome in hist as Enqueue does.
+// The returned error is the history's, or a batch refused as a whole.
+func EnqueueBatch(ctx context.Context, c *htq.Client, hist *Log, queue, prefix string, from, to int, work time.Duration) error {
+	for lo := from; lo < to; lo += 100 {
+		hi := min(lo+100, to)
+		tasks := make([]*htq.Task, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			id := TaskID(prefix, i)
+			if err := hist.Record(Event{Kind: Invoke, ID: id}); err != nil {
+				return err
+			}
+			tasks = append(tasks, htq.NewTask(TaskType, Payload(work), htq.TaskID(id)))
+		}
+		ectx, cancel := context.WithTimeout(ctx, EnqueueTimeout)
+		_, err := c.EnqueueBatch(ectx, tasks, htq.Queue(queue), htq.MaxRetry(1000), htq.Retention(24*time.Hour))
+		cancel()
+		var be *htq.BatchError
+		if err != nil && !errors.As(err, &be) {
+			return fmt.Errorf("chaostest: enqueue batch: %w", err)
+		}
+		for j := range tasks {
+			e := Event{Kind: Ack, ID: TaskID(prefix, lo+j)}
+			if be != nil && be.Errs[j] != nil && !errors.Is(be.Errs[j], htq.ErrTaskIDConflict) {
+				e.Kind, e.Note = Fail, be.Errs[j].Error()
+			}
+			if err := hist.Record(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
