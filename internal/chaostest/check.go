@@ -61,8 +61,8 @@ type Report struct {
 	// task recovered, and its late outcome was fenced off. No fault was
 	// injected; the suites report these.
 	RerunAfterLeaseLoss int
-	Refused                int // Refused events: outcomes refused for a lost lease
-	Cancelled              int // Cancel events
+	Refused             int // Refused events: outcomes refused for a lost lease
+	Cancelled           int // Cancel events
 }
 
 // Check reads a history (in time order, as ReadDir returns it) and reports
