@@ -6,11 +6,13 @@
 #   make bench-serve  measure htq serve (HTTP enqueue, batches, URL dispatch) against Redis and the embedded store
 #   make min-go  build, vet and test (-short) with the oldest Go go.mod allows (the toolchain comes from the Go proxy)
 #   make fuzz    run every fuzz test of FUZZ_TARGETS for FUZZTIME each (default 1m)
+#   make chaos   the full reliability suites (docs/reliability.md; about 20 min): worker and Redis crashes,
+#                outages, failover, power loss, hostile URL targets; `make test` runs their short versions
 
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps vet build example bench serve bench-serve min-go fuzz
+.PHONY: test deps vet build example bench serve bench-serve min-go fuzz chaos
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -47,6 +49,10 @@ min-go: deps
 	GOTOOLCHAIN=$(MIN_GO) $(GO) build ./...
 	GOTOOLCHAIN=$(MIN_GO) $(GO) vet ./...
 	GOTOOLCHAIN=$(MIN_GO) $(GO) test -short -count=1 ./...
+
+# One suite at a time: they start processes and measure times.
+chaos: deps
+	./scripts/run-chaos.sh
 
 example: deps
 	./scripts/run-example.sh
