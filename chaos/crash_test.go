@@ -9,7 +9,6 @@ import (
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/chaostest"
-	"github.com/htqueue/htq/internal/redistest"
 )
 
 // openStorage opens url for the test process, its logs discarded (the
@@ -57,10 +56,7 @@ func crashSizes() crashParams {
 func TestWorkerCrashes(t *testing.T) {
 	p := crashSizes()
 	r := newRun(t)
-	rs := redistest.Start(t)
-	url := fmt.Sprintf("redis://%s/0", rs.Addr)
-	st := openStorage(t, url)
-	defer st.Close()
+	_, url, st := startRedis(t)
 	const queue = "crash"
 
 	args := []string{"-storage", url, "-queue", queue, "-concurrency", fmt.Sprint(p.concurrency), "-lease", p.lease.String()}
@@ -70,30 +66,19 @@ func TestWorkerCrashes(t *testing.T) {
 		slots[i] = r.worker(fmt.Sprintf("w%d.0", i), args...)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	produced := make(chan error, 1)
-	go func() {
-		produced <- chaostest.Produce(ctx, htq.NewClient(st), r.log, chaostest.ProduceParams{
-			Queue: queue, Prefix: "t", To: p.tasks, Rate: p.rate, MinWork: p.minWork, MaxWork: p.maxWork,
-		})
-	}()
+	prod := r.startProducer(st, chaostest.ProduceParams{
+		Queue: queue, Prefix: "t", To: p.tasks, Rate: p.rate, MinWork: p.minWork, MaxWork: p.maxWork,
+	})
+	defer prod.stop()
 
 	start := time.Now()
 	var kills, inflight int
-	var prodDone bool
 	nextKill := time.Now().Add(r.between(p.killLo, p.killHi))
 	lastLook := time.Now()
 	for {
-		if !prodDone {
-			select {
-			case err := <-produced:
-				if err != nil {
-					t.Fatal(err)
-				}
-				prodDone = true
-			default:
-			}
+		prodDone, err := prod.finished()
+		if err != nil {
+			t.Fatal(err)
 		}
 		if prodDone && time.Since(lastLook) > time.Second {
 			lastLook = time.Now()
@@ -120,24 +105,8 @@ func TestWorkerCrashes(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // the kill schedule's resolution
 	}
 	took := time.Since(start)
-	for _, w := range slots {
-		if err := w.Term(30 * time.Second); err != nil {
-			t.Error(err)
-		}
-	}
-	evs := r.events()
-	rep := chaostest.Check(evs)
-	if err := rep.Err(); err != nil {
-		t.Errorf("%v\nthe history of the first unexplained re-runs:%s", err, explain(evs, rep.Unexplained))
-	}
-	checkStorage(t, st, queue, evs)
-	checkInvariants(t, st, "at the end")
-	if kills < 2 || rep.InFlight == 0 {
-		t.Errorf("%d kills caught %d runs in flight: the suite proved little", kills, rep.InFlight)
-	}
-	if limit := p.lease + 5*time.Second; rep.MaxRecovery() > limit {
-		t.Errorf("a task caught in flight ran again %v after the kill; want within lease + 5 s = %v", rep.MaxRecovery(), limit)
-	}
+	termAll(t, slots...)
+	rep := checkCrashes(t, r, st, queue, kills, p.lease)
 	figure(t, "redis, %d tasks, %d workers × %d, lease %v, %d kills in %v: %s",
 		p.tasks, p.workers, p.concurrency, p.lease, kills, took.Round(time.Second), rep)
 }
@@ -194,24 +163,32 @@ func TestOwnerCrashes(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // the kill schedule's resolution
 	}
 	took := time.Since(start)
-	if err := owner.Term(30 * time.Second); err != nil {
-		t.Error(err)
-	}
+	termAll(t, owner)
+	st := openStorage(t, url)
+	defer st.Close()
+	rep := checkCrashes(t, r, st, queue, kills, p.lease)
+	figure(t, "embedded, %d tasks, one owner × %d, lease %v, %d kills in %v: %s",
+		p.tasks, p.concurrency, p.lease, kills, took.Round(time.Second), rep)
+}
+
+// checkCrashes checks a run of suite 1 once its workers stopped: the
+// history (nothing lost or unexpected, every re-run explained), the
+// storage (every acknowledged task completed, the invariants), that the
+// kills caught runs in flight, and that each ran again within lease + 5 s.
+func checkCrashes(t *testing.T, r *run, st *htq.Storage, queue string, kills int, lease time.Duration) *chaostest.Report {
+	t.Helper()
 	evs := r.events()
 	rep := chaostest.Check(evs)
 	if err := rep.Err(); err != nil {
-		t.Error(err)
+		t.Errorf("%v\nthe history of the first unexplained re-runs:%s", err, explain(evs, rep.Unexplained))
 	}
-	st := openStorage(t, url)
-	defer st.Close()
 	checkStorage(t, st, queue, evs)
 	checkInvariants(t, st, "at the end")
 	if kills < 2 || rep.InFlight == 0 {
 		t.Errorf("%d kills caught %d runs in flight: the suite proved little", kills, rep.InFlight)
 	}
-	if limit := p.lease + 5*time.Second; rep.MaxRecovery() > limit {
+	if limit := lease + 5*time.Second; rep.MaxRecovery() > limit {
 		t.Errorf("a task caught in flight ran again %v after the kill; want within lease + 5 s = %v", rep.MaxRecovery(), limit)
 	}
-	figure(t, "embedded, %d tasks, one owner × %d, lease %v, %d kills in %v: %s",
-		p.tasks, p.concurrency, p.lease, kills, took.Round(time.Second), rep)
+	return rep
 }

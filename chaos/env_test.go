@@ -16,6 +16,7 @@ import (
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/chaostest"
+	"github.com/htqueue/htq/internal/redistest"
 	"github.com/htqueue/htq/internal/storage"
 )
 
@@ -296,4 +297,73 @@ func explain(evs []chaostest.Event, ids []string) string {
 		}
 	}
 	return b.String()
+}
+
+// A producer is a chaostest.Produce running in the background.
+type producer struct {
+	cancel context.CancelFunc
+	done   chan error
+	err    error
+	ended  bool
+}
+
+// startProducer starts enqueuing p's tasks through st, recording in the
+// run's history.
+func (r *run) startProducer(st *htq.Storage, p chaostest.ProduceParams) *producer {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr := &producer{cancel: cancel, done: make(chan error, 1)}
+	go func() { pr.done <- chaostest.Produce(ctx, htq.NewClient(st), r.log, p) }()
+	return pr
+}
+
+// finished reports, without waiting, whether the producer has enqueued
+// everything, and its error.
+func (p *producer) finished() (bool, error) {
+	if !p.ended {
+		select {
+		case p.err = <-p.done:
+			p.ended = true
+			p.cancel()
+		default:
+		}
+	}
+	return p.ended, p.err
+}
+
+// wait waits until the producer has enqueued everything.
+func (p *producer) wait() error {
+	if !p.ended {
+		p.err, p.ended = <-p.done, true
+		p.cancel()
+	}
+	return p.err
+}
+
+// stop stops the producer (its Enqueue calls in flight fail with
+// context.Canceled, indeterminate) and waits for it.
+func (p *producer) stop() error {
+	p.cancel()
+	return p.wait()
+}
+
+// termAll stops every worker with SIGTERM, each given 30 s to drain.
+func termAll(t *testing.T, procs ...*chaostest.Proc) {
+	t.Helper()
+	for _, p := range procs {
+		if err := p.Term(30 * time.Second); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// startRedis starts a private redis-server with args and opens database
+// 0 of it; the storage is closed and the server stopped at the end of the
+// test.
+func startRedis(t *testing.T, args ...string) (*redistest.Server, string, *htq.Storage) {
+	t.Helper()
+	rs := redistest.Start(t, args...)
+	url := fmt.Sprintf("redis://%s/0", rs.Addr)
+	st := openStorage(t, url)
+	t.Cleanup(func() { st.Close() })
+	return rs, url, st
 }

@@ -57,14 +57,10 @@ func testFailover(t *testing.T, query string) {
 		procs = append(procs, r.worker(fmt.Sprintf("w%d", i), "-storage", url, "-queue", queue,
 			"-concurrency", "16", "-lease", "5s"))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	produced := make(chan error, 1)
-	go func() {
-		produced <- chaostest.Produce(ctx, htq.NewClient(st), r.log, chaostest.ProduceParams{
-			Queue: queue, Prefix: "t", To: n, Rate: 200, MinWork: 10 * time.Millisecond, MaxWork: 200 * time.Millisecond,
-		})
-	}()
+	prod := r.startProducer(st, chaostest.ProduceParams{
+		Queue: queue, Prefix: "t", To: n, Rate: 200, MinWork: 10 * time.Millisecond, MaxWork: 200 * time.Millisecond,
+	})
+	defer prod.stop()
 	waitEvents(t, r, time.Minute, "a third of the tasks acknowledged", func(evs []chaostest.Event) bool {
 		return count(evs, chaostest.Ack, "") >= n/3
 	})
@@ -77,7 +73,7 @@ func testFailover(t *testing.T, query string) {
 	if err := replica.Thaw(); err != nil {
 		t.Fatal(err)
 	}
-	fctx, fcancel := context.WithTimeout(ctx, time.Minute) // a failover Sentinel aborts is retried after 2 × failover-timeout (20 s)
+	fctx, fcancel := context.WithTimeout(context.Background(), time.Minute) // a failover Sentinel aborts is retried after 2 × failover-timeout (20 s)
 	ft, err := redistest.Failover(fctx, sentinels[0], primary, replica)
 	fcancel()
 	if err != nil {
@@ -85,7 +81,7 @@ func testFailover(t *testing.T, query string) {
 	}
 	r.record(chaostest.Event{Kind: chaostest.Heal, ID: "failover", Worker: chaostest.StorageWorker})
 	checkInvariants(t, st, "after the failover")
-	if err := <-produced; err != nil {
+	if err := prod.wait(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -112,11 +108,7 @@ func testFailover(t *testing.T, query string) {
 		}
 		return true
 	})
-	for _, p := range procs {
-		if err := p.Term(30 * time.Second); err != nil {
-			t.Error(err)
-		}
-	}
+	termAll(t, procs...)
 	evs := r.events()
 	// Acknowledged tasks that completed before the failover and whose
 	// records the new primary lacks are missing too.

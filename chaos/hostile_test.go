@@ -161,7 +161,8 @@ func TestHostileTargets(t *testing.T) {
 		if i%2 == 1 {
 			path = "/503"
 		}
-		maxHits[path] = max(maxHits[path], tg.taskHits(id))
+		hit, _ := tg.get(id)
+		maxHits[path] = max(maxHits[path], hit.hits)
 	}
 	// Retry-After 2 s: an attempt at 0, 2, 4 s. Backoff 1 s doubling
 	// (jittered): 0, ≥1, ≥3 s.
@@ -177,8 +178,9 @@ func TestHostileTargets(t *testing.T) {
 	if n := canaries.conns.Load(); n != 0 {
 		t.Errorf("the canaries accepted %d connections", n)
 	}
+	endless, _ := tg.get(ids[3])
 	figure(t, "attempt timeout %v: the slow targets were held at most %v; endless body: %d bytes kept, target writing for %v, %d bytes written into the socket; redirect loop: %d requests; storms of 30 tasks each for %v: at most %d tries against 429 (Retry-After 2 s) and %d against 503, API answered in %v (median), %v (slowest); canary connections %d",
-		timeout, worst.Round(time.Millisecond), len(res.Body), endlessHeld.Round(time.Millisecond), tg.written(ids[3]),
+		timeout, worst.Round(time.Millisecond), len(res.Body), endlessHeld.Round(time.Millisecond), endless.written,
 		tg.hits("/loop"), elapsed.Round(100*time.Millisecond), maxHits["/429"], maxHits["/503"], median.Round(time.Millisecond), slowest.Round(time.Millisecond), canaries.conns.Load())
 }
 
@@ -438,37 +440,26 @@ func (h *hostile) note(id, path string, held time.Duration, written int64) {
 	hit.written += written
 }
 
+// get returns what the target recorded of the task's requests.
+func (h *hostile) get(id string) (hostileHit, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if hit := h.byTask[id]; hit != nil {
+		return *hit, true
+	}
+	return hostileHit{}, false
+}
+
 // held waits (at most 5 s) until the target has recorded the end of the
 // task's request, and returns how long it held it.
 func (h *hostile) held(id string) time.Duration {
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		h.mu.Lock()
-		hit := h.byTask[id]
-		h.mu.Unlock()
-		if hit != nil {
+		if hit, ok := h.get(id); ok {
 			return hit.held
 		}
 		time.Sleep(10 * time.Millisecond) // the target notices the close on its own time
 	}
 	return -1
-}
-
-func (h *hostile) written(id string) int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if hit := h.byTask[id]; hit != nil {
-		return hit.written
-	}
-	return 0
-}
-
-func (h *hostile) taskHits(id string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if hit := h.byTask[id]; hit != nil {
-		return hit.hits
-	}
-	return 0
 }
 
 func (h *hostile) hits(path string) int {

@@ -10,21 +10,18 @@ import (
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/chaostest"
-	"github.com/htqueue/htq/internal/redistest"
 )
 
 // TestLongTasksUnderLoad is suite 3: tasks that run three times the lease,
 // on two (four in the full version) worker processes at concurrency 16,
 // while the test keeps four times as many threads spinning as the machine
 // has CPUs (as many as it has in the short version, which runs beside the
-// other packages' tests). The heartbeaters must renew every lease in time: no task is
-// ever reclaimed, cancelled or run twice, and none records a failure.
+// other packages' tests). The heartbeaters must renew every lease in
+// time: no task is ever reclaimed, cancelled or run twice, and none
+// records a failure.
 func TestLongTasksUnderLoad(t *testing.T) {
 	r := newRun(t)
-	rs := redistest.Start(t)
-	url := fmt.Sprintf("redis://%s/0", rs.Addr)
-	st := openStorage(t, url)
-	defer st.Close()
+	_, url, st := startRedis(t)
 	const queue = "long"
 	lease := 3 * time.Second // renewed every second: a worker must starve 2 s to lose one
 	work := 3 * lease
@@ -51,11 +48,7 @@ func TestLongTasksUnderLoad(t *testing.T) {
 	})
 	spins := stop()
 	took := time.Since(start)
-	for _, p := range procs {
-		if err := p.Term(30 * time.Second); err != nil {
-			t.Error(err)
-		}
-	}
+	termAll(t, procs...)
 	evs := r.events()
 	rep := chaostest.Check(evs)
 	if err := rep.Err(); err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/chaostest"
-	"github.com/htqueue/htq/internal/redistest"
 )
 
 // TestPausedWorker is suite 2: worker A takes every task (each runs 3 s),
@@ -24,10 +23,7 @@ import (
 // process owns it), so this suite runs on Redis only.
 func TestPausedWorker(t *testing.T) {
 	r := newRun(t)
-	rs := redistest.Start(t)
-	url := fmt.Sprintf("redis://%s/0", rs.Addr)
-	st := openStorage(t, url)
-	defer st.Close()
+	_, url, st := startRedis(t)
 	const queue = "pause"
 	lease := 2 * time.Second
 	work := 3 * time.Second
@@ -71,11 +67,7 @@ func TestPausedWorker(t *testing.T) {
 				refuseAfter = append(refuseAfter, e.At.Sub(contAt))
 			}
 		}
-		for _, w := range []*chaostest.Proc{a, b} {
-			if err := w.Term(30 * time.Second); err != nil {
-				t.Error(err)
-			}
-		}
+		termAll(t, a, b)
 		insp := htq.NewInspector(st)
 		for _, id := range ids {
 			ti, err := insp.GetTaskInfo(queue, id)

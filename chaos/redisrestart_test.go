@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/chaostest"
-	"github.com/htqueue/htq/internal/redistest"
 )
 
 // TestRedisRestart is suite 4: Redis with an append-only file is killed
@@ -36,10 +34,7 @@ func TestRedisRestart(t *testing.T) {
 
 func testRedisRestart(t *testing.T, fsync string) {
 	r := newRun(t)
-	rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", fsync)
-	url := fmt.Sprintf("redis://%s/0", rs.Addr)
-	st := openStorage(t, url)
-	defer st.Close()
+	rs, url, st := startRedis(t, "--appendonly", "yes", "--appendfsync", fsync)
 	const queue = "restart"
 	lease, down := 15*time.Second, 5*time.Second
 	n := pick(1000, 8000)
@@ -52,20 +47,8 @@ func testRedisRestart(t *testing.T, fsync string) {
 	// The producer enqueues until the crash, and resumes after the
 	// restart at the first task not acknowledged (the enqueues in flight
 	// at the crash are indeterminate).
-	produce := func(from int) (stop func() error) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- chaostest.Produce(ctx, htq.NewClient(st), r.log, chaostest.ProduceParams{
-				Queue: queue, Prefix: "t", From: from, To: n, Rate: 200, MinWork: 10 * time.Millisecond, MaxWork: 200 * time.Millisecond,
-			})
-		}()
-		return func() error {
-			cancel()
-			return <-done
-		}
-	}
-	stop := produce(0)
+	params := chaostest.ProduceParams{Queue: queue, Prefix: "t", To: n, Rate: 200, MinWork: 10 * time.Millisecond, MaxWork: 200 * time.Millisecond}
+	prod := r.startProducer(st, params)
 	waitEvents(t, r, time.Minute, "a quarter of the tasks acknowledged", func(evs []chaostest.Event) bool {
 		return count(evs, chaostest.Ack, "") >= n/4
 	})
@@ -74,7 +57,7 @@ func testRedisRestart(t *testing.T, fsync string) {
 	if err := rs.Crash(); err != nil {
 		t.Fatal(err)
 	}
-	if err := stop(); err != nil {
+	if err := prod.stop(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(down - time.Since(crashAt)) // the outage
@@ -85,22 +68,15 @@ func testRedisRestart(t *testing.T, fsync string) {
 	r.record(chaostest.Event{At: upAt, Kind: chaostest.Heal, ID: "crash", Worker: chaostest.StorageWorker})
 	checkInvariants(t, st, "after the restart")
 	// The rest, to the end (stop returns once it is all enqueued).
-	rest := produce(chaostest.FirstUnacked(r.events(), "t", n))
-	waitEvents(t, r, 2*time.Minute, "every task acknowledged", func(evs []chaostest.Event) bool {
-		return chaostest.FirstUnacked(evs, "t", n) == n
-	})
-	if err := rest(); err != nil {
+	params.From = chaostest.FirstUnacked(r.events(), "t", n)
+	if err := r.startProducer(st, params).wait(); err != nil {
 		t.Fatal(err)
 	}
 	waitEvents(t, r, 2*time.Minute, "every acknowledged task done", func(evs []chaostest.Event) bool {
 		ok, _ := doneAll(evs)
 		return ok
 	})
-	for _, p := range procs {
-		if err := p.Term(30 * time.Second); err != nil {
-			t.Error(err)
-		}
-	}
+	termAll(t, procs...)
 	evs := r.events()
 	rep := chaostest.Check(evs)
 	running := runningAt(evs, crashAt)

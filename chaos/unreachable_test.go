@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/htqueue/htq"
 	"github.com/htqueue/htq/internal/chaostest"
-	"github.com/htqueue/htq/internal/redistest"
 )
 
 // resumeGoal is how soon after Redis answers again a server with pending
@@ -38,10 +36,7 @@ func testRedisUnreachable(t *testing.T, how string) {
 	r := newRun(t)
 	// everysec: the crash is a process kill, which loses nothing the
 	// kernel has; always would make every write wait for a disk flush.
-	rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "everysec")
-	url := fmt.Sprintf("redis://%s/0", rs.Addr)
-	st := openStorage(t, url)
-	defer st.Close()
+	rs, _, st := startRedis(t, "--appendonly", "yes", "--appendfsync", "everysec")
 	const queue = "outage"
 	outage := pick(3*time.Second, 30*time.Second)
 	lease := outage + 15*time.Second // this suite is about the outage, not leases running out
