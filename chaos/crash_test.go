@@ -123,8 +123,10 @@ func TestOwnerCrashes(t *testing.T) {
 	r := newRun(t)
 	url := "file:" + t.TempDir()
 	const queue = "crash"
+	// The owner runs as many tasks at once as the four workers of the
+	// Redis suite: with fewer, the backlog would delay the orphans' re-runs.
 	args := func(from int) []string {
-		return []string{"-storage", url, "-queue", queue, "-concurrency", fmt.Sprint(p.concurrency), "-lease", p.lease.String(),
+		return []string{"-storage", url, "-queue", queue, "-concurrency", fmt.Sprint(p.workers * p.concurrency), "-lease", p.lease.String(),
 			"-produce", fmt.Sprint(p.tasks), "-from", fmt.Sprint(from), "-rate", fmt.Sprint(p.rate),
 			"-min-work", p.minWork.String(), "-max-work", p.maxWork.String()}
 	}
@@ -168,7 +170,7 @@ func TestOwnerCrashes(t *testing.T) {
 	defer st.Close()
 	rep := checkCrashes(t, r, st, queue, kills, p.lease)
 	figure(t, "embedded, %d tasks, one owner × %d, lease %v, %d kills in %v: %s",
-		p.tasks, p.concurrency, p.lease, kills, took.Round(time.Second), rep)
+		p.tasks, p.workers*p.concurrency, p.lease, kills, took.Round(time.Second), rep)
 }
 
 // checkCrashes checks a run of suite 1 once its workers stopped: the

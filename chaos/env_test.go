@@ -67,7 +67,18 @@ func newRun(t *testing.T) *run {
 		seed = n
 	}
 	t.Logf("seed %d (HTQ_CHAOS_SEED=%d replays this fault schedule)", seed, seed)
-	dir := t.TempDir()
+	// The histories and the workers' logs are kept when the test fails.
+	dir, err := os.MkdirTemp("", "htq-chaos-run-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("histories and worker logs kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
 	log, err := chaostest.OpenLog(filepath.Join(dir, "test.log"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -284,15 +295,21 @@ func quietLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// explain lists, for each task of ids, its events, for a failure message.
+// explain lists, for the first tasks of ids, their events, the faults,
+// and the warnings of the workers that ran them, for a failure message.
 func explain(evs []chaostest.Event, ids []string) string {
-	want := map[string]bool{}
+	want, workers := map[string]bool{}, map[string]bool{}
 	for _, id := range ids[:min(5, len(ids))] {
 		want[id] = true
 	}
+	for _, e := range evs {
+		if want[e.ID] && e.Kind == chaostest.Start {
+			workers[e.Worker] = true
+		}
+	}
 	var b strings.Builder
 	for _, e := range evs {
-		if want[e.ID] || e.Kind == chaostest.Fault || e.Kind == chaostest.Heal {
+		if want[e.ID] || e.Kind == chaostest.Fault || e.Kind == chaostest.Heal || e.Kind == chaostest.Warned && workers[e.Worker] {
 			fmt.Fprintf(&b, "\n  %s %-8s %-10s %-6s %d %s", e.At.Format("15:04:05.000"), e.Kind, e.ID, e.Worker, e.Attempt, e.Note)
 		}
 	}

@@ -50,6 +50,10 @@ const (
 	// outcome of task ID because its lease had been lost (Note: what the
 	// server said).
 	Refused Kind = "refused"
+	// Warned: the worker's server logged a warning or an error (Note: the
+	// message and its error; ID: the task it names, if any). Kept for
+	// reading a failure, not checked.
+	Warned Kind = "warned"
 	// Fault: the test injected a fault; ID names it (kill, stop, crash,
 	// …) and Worker the process it hit.
 	Fault Kind = "fault"

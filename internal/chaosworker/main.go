@@ -6,8 +6,9 @@
 // duration the task's payload names (chaostest.Payload), and appends to
 // its own history file (chaostest.Log) a start event when a handler
 // starts, a done event when it returns nil, a cancel event when its
-// context is cancelled, and a refused event when the server logs that it
-// dropped an outcome because the task's lease had been lost. With
+// context is cancelled, a refused event when the server logs that it
+// dropped an outcome because the task's lease had been lost, and a warned
+// event for every warning and error the server logs. With
 // -produce it also enqueues tasks, recording invoke, ack and fail events:
 // the embedded store has one owner process, which must produce too.
 //
@@ -170,10 +171,11 @@ func record(hist *chaostest.Log, e chaostest.Event) {
 	}
 }
 
-// teeHandler passes every record to inner, and records in the history a
-// refused event for each warning by which the server says it dropped a
-// task's outcome because the task's lease had been lost (the processor's
-// "outcome dropped" and the acker's "had lost its lease").
+// teeHandler passes every record to inner, records each warning and
+// error in the history as a warned event, and records a refused event for
+// each warning by which the server says it dropped a task's outcome
+// because the task's lease had been lost (the processor's "outcome
+// dropped" and the acker's "had lost its lease").
 type teeHandler struct {
 	inner slog.Handler
 	hist  *chaostest.Log
@@ -182,16 +184,23 @@ type teeHandler struct {
 func (h *teeHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
 
 func (h *teeHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelWarn && (strings.Contains(r.Message, "outcome dropped") || strings.Contains(r.Message, "had lost its lease")) {
-		var id string
+	if r.Level >= slog.LevelWarn {
+		var id, errText string
 		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "id" {
+			switch a.Key {
+			case "id":
 				id = a.Value.String()
-				return false
+			case "err":
+				errText = a.Value.String()
 			}
 			return true
 		})
-		if id != "" {
+		note := r.Message
+		if errText != "" {
+			note += ": " + errText
+		}
+		record(h.hist, chaostest.Event{Kind: chaostest.Warned, ID: id, Note: note})
+		if id != "" && (strings.Contains(r.Message, "outcome dropped") || strings.Contains(r.Message, "had lost its lease")) {
 			record(h.hist, chaostest.Event{Kind: chaostest.Refused, ID: id, Note: r.Message})
 		}
 	}
