@@ -26,7 +26,7 @@ func TestLongTasksUnderLoad(t *testing.T) {
 	lease := 3 * time.Second // renewed every second: a worker must starve 2 s to lose one
 	work := 3 * lease
 	workers, conc := pick(2, 4), 16
-	n := pick(32, 640)
+	n := pick(32, 320)
 
 	var procs []*chaostest.Proc
 	for i := range workers {

@@ -109,17 +109,26 @@ func TestPausedWorker(t *testing.T) {
 		n, 2*lease, lease, byStorage, byWorker, minDur(refuseAfter).Round(time.Millisecond), maxDur(refuseAfter).Round(time.Millisecond), rep)
 }
 
-// waitEvents polls the run's history (every 100 ms: the histories are
-// files other processes append to) until cond holds, for at most d.
+// waitEvents polls the run's history until cond holds, for at most d.
 func waitEvents(t *testing.T, r *run, d time.Duration, what string, cond func([]chaostest.Event) bool) {
 	t.Helper()
+	if !pollEvents(r, d, cond) {
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+}
+
+// pollEvents polls the run's history (every 100 ms: the histories are
+// files other processes append to) until cond holds, for at most d, and
+// reports whether it held.
+func pollEvents(r *run, d time.Duration, cond func([]chaostest.Event) bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond(r.events()) {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+			return false
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return true
 }
 
 // count counts the events of kind by worker ("" for any).

@@ -44,7 +44,7 @@ func TestPowerLoss(t *testing.T) {
 		t.Fatalf("strace not found on PATH (apt-get install strace, or run `make test`, which installs it): %v", err)
 	}
 	worker := buildWorker(t)
-	runs, points := pick(1, 4), pick(40, 150)
+	runs, points := pick(1, 3), pick(40, 150)
 	var (
 		checked, beforeAck, openFailedBeforeAck, acked int
 		kept, torn, dropped, syncs, ops                int

@@ -37,7 +37,7 @@ func testRedisRestart(t *testing.T, fsync string) {
 	rs, url, st := startRedis(t, "--appendonly", "yes", "--appendfsync", fsync)
 	const queue = "restart"
 	lease, down := 15*time.Second, 5*time.Second
-	n := pick(1000, 8000)
+	n := pick(1000, 6000)
 
 	var procs []*chaostest.Proc
 	for i := range 4 {

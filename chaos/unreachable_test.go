@@ -2,7 +2,10 @@ package chaos
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -78,8 +81,9 @@ func testRedisUnreachable(t *testing.T, how string) {
 	waitEvents(t, r, time.Minute, "the first batch done", func(evs []chaostest.Event) bool { return count(evs, chaostest.Done, "") >= 100 })
 	baseline := settledGoroutines(0, 3*time.Second)
 
-	// A backlog the outage interrupts.
-	backlog := 16 * int((outage+time.Second)/(50*time.Millisecond))
+	// A backlog the outage interrupts: the outage begins once 150 of
+	// them are done, so the rest (about 3 s of work) waits for Redis.
+	backlog := 1000
 	enqueue("t", backlog, 50*time.Millisecond)
 	waitEvents(t, r, time.Minute, "some of the backlog done", func(evs []chaostest.Event) bool { return count(evs, chaostest.Done, "") >= 150 })
 
@@ -140,10 +144,19 @@ func testRedisUnreachable(t *testing.T, how string) {
 	}
 	upAt := time.Now()
 	r.record(chaostest.Event{At: upAt, Kind: chaostest.Heal, ID: how, Worker: chaostest.StorageWorker})
-	waitEvents(t, r, 2*time.Minute, "every acknowledged task done", func(evs []chaostest.Event) bool {
+	if !pollEvents(r, 2*time.Minute, func(evs []chaostest.Event) bool {
 		ok, _ := doneAll(evs)
 		return ok
-	})
+	}) {
+		// Keep what the server's goroutines were doing.
+		path := filepath.Join(r.dir, "goroutines.txt")
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+			f.Close()
+		}
+		_, acked := doneAll(r.events())
+		t.Fatalf("%d acknowledged tasks, not all done 2 min after Redis answered again (goroutines in %s)", acked, path)
+	}
 	evs := r.events()
 	resumed := time.Duration(-1)
 	for _, e := range evs {
