@@ -147,18 +147,19 @@ func (r *run) between(lo, hi time.Duration) time.Duration {
 }
 
 // killAndRecord kills p with SIGKILL and records the fault; it returns
-// when p is gone, with the time the signal was sent.
+// when p is gone, with the time it was gone: every event p recorded is
+// older (the fault's own time, when the signal was sent, may be a hair
+// younger than p's last events).
 func (r *run) killAndRecord(p *chaostest.Proc) time.Time {
 	r.t.Helper()
-	at := time.Now()
-	r.record(chaostest.Event{At: at, Kind: chaostest.Fault, ID: "kill", Worker: p.Name})
+	r.record(chaostest.Event{Kind: chaostest.Fault, ID: "kill", Worker: p.Name})
 	if err := p.Kill(); err != nil {
 		r.t.Fatal(err)
 	}
 	if p.Panicked() {
 		r.t.Errorf("worker %s panicked or raced before it was killed:\n%s", p.Name, p.Stderr())
 	}
-	return at
+	return time.Now()
 }
 
 // recordInFlight asks the storage which tasks the incarnation name
