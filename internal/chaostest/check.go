@@ -46,7 +46,8 @@ type Report struct {
 	Faults   int // Fault events
 	InFlight int // InFlight events: runs a fault caught before the storage recorded them
 	// Recovery holds, for each InFlight event followed by another start
-	// of its task, the time from the fault to that start, ascending.
+	// of its task, the time from the InFlight event (stamped when the
+	// faulted process was gone, or stopped) to that start, ascending.
 	Recovery []time.Duration
 	// NotRerun counts InFlight events whose task did not start again (its
 	// outcome had been written after all, or it was never re-delivered).

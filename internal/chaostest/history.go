@@ -61,7 +61,8 @@ const (
 	Heal Kind = "heal"
 	// InFlight: task ID had not been recorded as completed by the storage
 	// when the fault on Worker struck (the test asks the storage right
-	// after the fault); its run may be repeated.
+	// after the fault, and stamps the event with the time the process
+	// was gone or stopped); its run may be repeated.
 	InFlight Kind = "inflight"
 )
 
