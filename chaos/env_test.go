@@ -289,7 +289,7 @@ func figure(t *testing.T, format string, args ...any) {
 // quietLogger is the logger of servers the tests run in their own
 // process: the outages they cause make them log errors by design.
 // HTQ_CHAOS_LOG=1 shows them.
-func quietLogger(t *testing.T) *slog.Logger {
+func quietLogger() *slog.Logger {
 	if os.Getenv("HTQ_CHAOS_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}

@@ -43,7 +43,7 @@ func TestHostileTargets(t *testing.T) {
 	cfg := service.Config{
 		Addr: "127.0.0.1:0", Storage: "file:" + t.TempDir(), Token: "chaos-token-0123456789",
 		AllowTargets: []string{hostileAddr + "/32"}, Concurrency: 64, ShutdownTimeout: 5 * time.Second,
-		QueueRefreshInterval: time.Second, Logger: quietLogger(t), Stdout: io.Discard,
+		QueueRefreshInterval: time.Second, Logger: quietLogger(), Stdout: io.Discard,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	svc, err := service.Start(ctx, cfg)

@@ -211,7 +211,7 @@ func openImage(t *testing.T, dir string, data []byte, queue string, ids []string
 	if err := os.WriteFile(filepath.Join(dir, "htq.db"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := htq.OpenWithOptions(t.Context(), "file:"+dir, htq.OpenOptions{Logger: quietLogger(t)})
+	st, err := htq.OpenWithOptions(t.Context(), "file:"+dir, htq.OpenOptions{Logger: quietLogger()})
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}

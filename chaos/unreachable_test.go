@@ -63,7 +63,7 @@ func testRedisUnreachable(t *testing.T, how string) {
 	srv := htq.NewServer(st, htq.Config{
 		Concurrency: 16, Queues: map[string]int{queue: 1}, LeaseDuration: lease,
 		RetryDelayFunc: func(int, error, *htq.Task) time.Duration { return 0 },
-		Logger:         quietLogger(t),
+		Logger:         quietLogger(),
 	})
 	if err := srv.Start(h); err != nil {
 		t.Fatal(err)
