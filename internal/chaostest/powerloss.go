@@ -38,6 +38,11 @@ type Trace struct {
 	syncs   []fileSync
 	history []fileOp // the writes to the history file: one event each
 	end     int      // calls completed in all
+	// unfinished holds the writes to the file begun and never returned
+	// (the process was killed inside them): the kernel may or may not
+	// have applied them, and strace never dumped their data. The images
+	// drop them; Equal allows either outcome.
+	unfinished []fileOp
 	// Unmodelled lists calls on the file the replay does not model
 	// (write(2) at the file offset, fallocate, vectored writes, msync,
 	// renames); a simulation must refuse a trace that has any.
@@ -125,6 +130,23 @@ func ParseStrace(r io.Reader, path, historyPath string) (*Trace, error) {
 		}
 	}
 	t.end = seq
+	for _, p := range open {
+		if p.name != "pwrite64" {
+			continue
+		}
+		first, _, _ := strings.Cut(p.args, ", ")
+		f := strings.Split(p.args, ", ")
+		if !strings.HasSuffix(first, fdTag) || len(f) < 3 {
+			continue
+		}
+		off, err1 := strconv.ParseInt(f[len(f)-1], 10, 64)
+		n, err2 := strconv.ParseInt(f[len(f)-2], 10, 64)
+		if err1 != nil || err2 != nil {
+			t.Unmodelled = append(t.Unmodelled, "unreadable unfinished pwrite64("+p.args+")")
+			continue
+		}
+		t.unfinished = append(t.unfinished, fileOp{off: off, data: make([]byte, n), size: -1})
+	}
 	return t, nil
 }
 
@@ -279,21 +301,22 @@ func (t *Trace) Image(initial []byte, p int, rng *rand.Rand) ([]byte, ImageStats
 }
 
 // ControlImage returns the file's content with only what the syncs
-// before the last one completed by p made durable, and nothing after: a
-// wrong image, which loses writes the last sync had made durable, for
-// checking that a suite notices a loss. The bool is false when p has
-// fewer than two syncs behind it.
-func (t *Trace) ControlImage(initial []byte, p int) ([]byte, bool) {
+// completed by p made durable, less the last back of them, and nothing
+// after: a wrong image, which loses writes those syncs had made durable,
+// for checking that a suite notices a loss. The bool is false when p has
+// no more than back syncs behind it.
+func (t *Trace) ControlImage(initial []byte, p, back int) ([]byte, bool) {
 	var begins []int
 	for _, s := range t.syncs {
 		if s.end <= p {
 			begins = append(begins, s.begin)
 		}
 	}
-	if len(begins) < 2 {
+	if len(begins) <= back {
 		return nil, false
 	}
-	img, _ := t.image(initial, begins[len(begins)-2], begins[len(begins)-2], nil)
+	cut := begins[len(begins)-1-back]
+	img, _ := t.image(initial, cut, cut, nil)
 	return img, true
 }
 
@@ -348,12 +371,23 @@ func apply(img []byte, op fileOp, rng *rand.Rand) []byte {
 }
 
 // Equal reports whether the image built with everything the trace holds
-// (every op kept whole) equals final, the file as the process left it: a
-// check that the trace lost nothing.
+// (every op kept whole) equals final, the file as the process left it,
+// but for the ranges of unfinished writes, which may hold either content:
+// a check that the trace lost nothing.
 func (t *Trace) Equal(initial, final []byte) bool {
 	img := append([]byte(nil), initial...)
 	for _, op := range t.ops {
 		img = apply(img, op, nil)
 	}
+	for _, op := range t.unfinished {
+		if end := op.off + int64(len(op.data)); end <= int64(len(final)) {
+			copy(op.data, final[op.off:end])
+			img = apply(img, op, nil)
+		}
+	}
 	return bytes.Equal(img, final)
 }
+
+// Unfinished is the number of writes to the file the process was killed
+// inside.
+func (t *Trace) Unfinished() int { return len(t.unfinished) }
