@@ -105,6 +105,7 @@ func TestWorkerCrashes(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // the kill schedule's resolution
 	}
 	took := time.Since(start)
+	waitSettled(t, st, queue, time.Minute)
 	termAll(t, slots...)
 	rep := checkCrashes(t, r, st, queue, kills, p.lease)
 	figure(t, "redis, %d tasks, %d workers × %d, lease %v, %d kills in %v: %s",

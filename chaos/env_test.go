@@ -385,3 +385,24 @@ func startRedis(t *testing.T, args ...string) (*redistest.Server, string, *htq.S
 	t.Cleanup(func() { st.Close() })
 	return rs, url, st
 }
+
+// waitSettled waits (at most d, polling every 100 ms) until queue holds no
+// task pending, active, scheduled or retrying: the tasks the history does
+// not wait for (enqueues that failed but were stored, outcomes a fault
+// undid) are done too before the workers stop.
+func waitSettled(t *testing.T, st *htq.Storage, queue string, d time.Duration) {
+	t.Helper()
+	insp := htq.NewInspector(st)
+	deadline := time.Now().Add(d)
+	for {
+		qi, err := insp.GetQueueInfo(queue)
+		if err == nil && qi.Pending+qi.Active+qi.Scheduled+qi.Retry == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("queue %s not settled after %v: %+v, %v", queue, d, qi, err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // the storage has no event for "settled"
+	}
+}

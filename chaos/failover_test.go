@@ -108,6 +108,7 @@ func testFailover(t *testing.T, query string) {
 		}
 		return true
 	})
+	waitSettled(t, st, queue, time.Minute)
 	termAll(t, procs...)
 	evs := r.events()
 	// Acknowledged tasks that completed before the failover and whose

@@ -76,6 +76,7 @@ func testRedisRestart(t *testing.T, fsync string) {
 		ok, _ := doneAll(evs)
 		return ok
 	})
+	waitSettled(t, st, queue, time.Minute)
 	termAll(t, procs...)
 	evs := r.events()
 	rep := chaostest.Check(evs)
