@@ -98,7 +98,8 @@ func TestPowerLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !tr.Equal(nil, final) {
-			t.Fatalf("replaying every write of %s does not give the data file the process left: the trace is incomplete", trace)
+			_ = os.WriteFile(trace+".final", final, 0o600) // kept with the trace, for a look
+			t.Fatalf("replaying every write of %s does not give the data file the process left (%s.final): the trace is incomplete", trace, trace)
 		}
 		_ = os.Remove(trace) // hundreds of MB
 		unfinished += tr.Unfinished()

@@ -106,11 +106,15 @@ func ParseStrace(r io.Reader, path, historyPath string) (*Trace, error) {
 			if !ok || p.name != name {
 				continue // a call begun before the trace began
 			}
+			ret, ok := returned(rest)
+			if !ok {
+				// "= ?": the process was killed inside the call, which
+				// stays unfinished (see below).
+				continue
+			}
 			delete(open, pid)
 			seq++
-			if ret, ok := returned(rest); ok {
-				dumping = t.complete(name, p.args, ret, fdTag, histTag, p.begin, seq)
-			}
+			dumping = t.complete(name, p.args, ret, fdTag, histTag, p.begin, seq)
 			continue
 		}
 		m := callLine.FindStringSubmatch(line)
