@@ -174,8 +174,9 @@ func record(hist *chaostest.Log, e chaostest.Event) {
 // teeHandler passes every record to inner, records each warning and
 // error in the history as a warned event, and records a refused event for
 // each warning by which the server says it dropped a task's outcome
-// because the task's lease had been lost (the processor's "outcome
-// dropped" and the acker's "had lost its lease").
+// because the task's lease had been lost or the storage did not take it
+// (the processor's "outcome dropped", the acker's "had lost its lease" and
+// "not recorded").
 type teeHandler struct {
 	inner slog.Handler
 	hist  *chaostest.Log
@@ -200,7 +201,8 @@ func (h *teeHandler) Handle(ctx context.Context, r slog.Record) error {
 			note += ": " + errText
 		}
 		record(h.hist, chaostest.Event{Kind: chaostest.Warned, ID: id, Note: note})
-		if id != "" && (strings.Contains(r.Message, "outcome dropped") || strings.Contains(r.Message, "had lost its lease")) {
+		if id != "" && (strings.Contains(r.Message, "outcome dropped") || strings.Contains(r.Message, "had lost its lease") ||
+			strings.Contains(r.Message, "not recorded")) {
 			record(h.hist, chaostest.Event{Kind: chaostest.Refused, ID: id, Note: r.Message})
 		}
 	}
