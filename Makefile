@@ -6,11 +6,13 @@
 #   make bench-serve  measure htq serve (HTTP enqueue, batches, URL dispatch) against Redis and the embedded store
 #   make min-go  build, vet and test (-short) with the oldest Go go.mod allows (the toolchain comes from the Go proxy)
 #   make fuzz    run every fuzz test of FUZZ_TARGETS for FUZZTIME each (default 1m)
+#   make chaos   the full reliability suites (docs/reliability.md; about 20 min): worker and Redis crashes,
+#                outages, failover, power loss, hostile URL targets; `make test` runs their short versions
 
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps vet build example bench serve bench-serve min-go fuzz
+.PHONY: test deps vet build example bench serve bench-serve min-go fuzz chaos
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -18,8 +20,9 @@ test: deps vet
 # What the tests run besides Go: redis-server (the Redis backend), php and
 # python3 (the webhook verification examples of docs/webhooks.md), bash, curl
 # and jq (the examples of docs/api.md, which internal/service runs as
-# written), chromium (the dashboard's browser tests, internal/ui).
-DEPS := redis-server:redis-server php:php-cli python3:python3 bash:bash curl:curl jq:jq chromium:chromium
+# written), chromium (the dashboard's browser tests, internal/ui), strace
+# (the chaos suite's power-loss simulation).
+DEPS := redis-server:redis-server php:php-cli python3:python3 bash:bash curl:curl jq:jq chromium:chromium strace:strace
 
 deps:
 	@missing=""; for d in $(DEPS); do command -v $${d%%:*} >/dev/null || missing="$$missing $${d#*:}"; done; \
@@ -46,6 +49,10 @@ min-go: deps
 	GOTOOLCHAIN=$(MIN_GO) $(GO) build ./...
 	GOTOOLCHAIN=$(MIN_GO) $(GO) vet ./...
 	GOTOOLCHAIN=$(MIN_GO) $(GO) test -short -count=1 ./...
+
+# One suite at a time: they start processes and measure times.
+chaos: deps
+	./scripts/run-chaos.sh
 
 example: deps
 	./scripts/run-example.sh

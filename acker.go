@@ -3,10 +3,12 @@ package htq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
 	"github.com/jonboulle/clockwork"
 )
@@ -17,11 +19,17 @@ import (
 // acknowledges each at once.
 //
 // A completion the storage could not take (an outage, a timeout) is tried
-// again, backing off, for as long as the task's lease can still be valid:
-// the task stays tracked by the processor meanwhile, so the heartbeater
-// keeps renewing its lease, and an outage shorter than the lease re-runs
-// nothing. Only when the lease has run out by this process's reckoning is
-// the completion given up: the recoverer will have taken the task over.
+// again, backing off: the task stays tracked by the processor meanwhile,
+// so the heartbeater keeps renewing its lease, and an outage shorter than
+// the lease re-runs nothing. While the storage is unreachable it is tried
+// until the storage answers, even past the lease by this process's
+// reckoning (which runs out before the storage's own: it counts from
+// before each renewal was sent): only the storage knows whether the lease
+// still holds, and a completion that gets there before the recoverer saves
+// a re-run; one that comes too late is refused (ErrLeaseLost). Another
+// error is tried again while the lease may be valid. A completion is given
+// up only then, or when shutdown has waited ackDrainLimit: each is logged
+// with the task and the reason, for the task will run again.
 type acker struct {
 	b      broker.Broker
 	logger *slog.Logger
@@ -149,10 +157,8 @@ func (a *acker) loop() {
 	}
 }
 
-// write completes a batch and returns the tasks to try again: those the
-// storage did not take for a reason other than a lost lease, while their
-// leases may still be valid (and, after shutdown began, for at most
-// ackDrainLimit).
+// write completes a batch and returns the tasks to try again (see the
+// type's comment for which).
 func (a *acker) write(batch []*activeTask, closedAt time.Time) (again []*activeTask) {
 	refs := make([]broker.LeaseRef, len(batch))
 	for i, at := range batch {
@@ -163,27 +169,63 @@ func (a *acker) write(batch []*activeTask, closedAt time.Time) (again []*activeT
 	cancel()
 	now := a.clock.Now()
 	drainOver := !closedAt.IsZero() && now.Sub(closedAt) > ackDrainLimit
-	var lastErr error
-	var givenUp int
 	for i, at := range batch {
 		err := errs[i]
 		a.watch.failed(err)
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrLeaseLost):
-			a.logger.Warn("completed task had lost its lease; it will run again", "queue", refs[i].Queue, "id", refs[i].ID)
-		case at.leaseUntil.Load() > now.UnixNano() && !drainOver:
-			again, lastErr = append(again, at), err
+			a.leaseLost(refs[i], at)
+		case !drainOver && (errors.Is(err, ErrUnavailable) || at.leaseUntil.Load() > now.UnixNano()):
+			// The storage may have applied it and lost the answer.
+			at.ackUnsure = true
+			again = append(again, at)
 			continue
 		default:
-			givenUp++
-			lastErr = err
+			reason := "its lease has run out by this server's clock and the storage refused the completion"
+			if drainOver {
+				reason = fmt.Sprintf("shutting down: the storage did not take the completion within %v", ackDrainLimit)
+			}
+			if at.ackUnsure {
+				reason += "; an earlier try may have recorded it"
+			}
+			a.logger.Error("completed task not recorded; it will run again once its lease runs out",
+				"queue", refs[i].Queue, "id", refs[i].ID, "reason", reason, "err", err)
 		}
 		a.done(at)
 	}
-	if givenUp > 0 {
-		a.logger.Error("could not record completed tasks before their leases ran out; they will run again",
-			"tasks", givenUp, "err", lastErr)
-	}
 	return again
+}
+
+// leaseLost reports a completion the storage refused because the lease
+// no longer holds the task. When an earlier try of it failed without an
+// answer, that try may have completed the task itself (the storage
+// applied it and the answer was lost): the task's state tells. A task the
+// recoverer took from this server has a failure recorded since it was
+// fetched (LastFailedAt), so a completed task without one was completed
+// by this server's earlier try.
+func (a *acker) leaseLost(ref broker.LeaseRef, at *activeTask) {
+	const lost = "completed task had lost its lease; it will run again"
+	if !at.ackUnsure {
+		a.logger.Warn(lost, "queue", ref.Queue, "id", ref.ID)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ti, err := a.b.GetTaskInfo(ctx, ref.Queue, ref.ID)
+	cancel()
+	switch {
+	case err == nil && ti.State == base.StateCompleted && ti.Message.LastFailedAt.Equal(at.lease.Msg.LastFailedAt):
+		a.logger.Info("completion recorded by an earlier try whose answer was lost", "queue", ref.Queue, "id", ref.ID)
+	case err == nil && ti.State == base.StateCompleted:
+		a.logger.Warn("completed task had lost its lease; it ran again after its lease ran out and is completed",
+			"queue", ref.Queue, "id", ref.ID, "last_err", ti.Message.LastErr)
+	case errors.Is(err, ErrTaskNotFound):
+		a.logger.Info("completed task no longer stored: most likely an earlier try whose answer was lost recorded it (no retention)",
+			"queue", ref.Queue, "id", ref.ID)
+	case err != nil:
+		a.logger.Warn("completed task had lost its lease, or an earlier try whose answer was lost recorded it; its state could not be read",
+			"queue", ref.Queue, "id", ref.ID, "err", err)
+	default:
+		a.logger.Warn(lost, "queue", ref.Queue, "id", ref.ID, "state", ti.State.String())
+	}
 }

@@ -162,11 +162,25 @@ func (h *heartbeater) renew(ctx context.Context, q string, lease time.Duration, 
 	until := sent.Add(lease).UnixNano()
 	for _, at := range tasks {
 		if lostSet[at.lease.Msg.ID] {
-			h.logger.Warn("lease lost; cancelling the task", "queue", q, "id", at.lease.Msg.ID)
-			at.loseLease()
+			h.leaseLost(q, at)
 			continue
 		}
 		at.leaseUntil.Store(until)
 	}
 	return true
+}
+
+// leaseLost handles a lease the storage did not extend. The task may have
+// finished meanwhile: this beat's list of tasks was taken before, and an
+// outcome written since (a completion, a retry, a requeue at shutdown)
+// ends the lease. Such a task has no handler left to cancel, and the
+// write of its outcome tells whether the lease held; only a task whose
+// handler still runs loses its lease here, with a warning.
+func (h *heartbeater) leaseLost(q string, at *activeTask) {
+	if at.finished.Load() || at.aborted.Load() || !h.proc.tracks(at) {
+		h.logger.Debug("lease of a finished task not extended", "queue", q, "id", at.lease.Msg.ID)
+		return
+	}
+	h.logger.Warn("lease lost; cancelling the task", "queue", q, "id", at.lease.Msg.ID)
+	at.loseLease()
 }

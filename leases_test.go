@@ -26,6 +26,17 @@ func expireLease(t *testing.T, st *Storage, queue, id string) {
 // and ErrorHandler.
 func expireLeaseAndRecover(t *testing.T, st *Storage, queue, id string, watch *storageWatch, eh ErrorHandler) {
 	t.Helper()
+	recoverExpired(t, st, queue, id, watch, func(int, error, *Task) time.Duration { return time.Hour }, eh)
+}
+
+// expireLeaseWith is expireLease with the recoverer's retry delay.
+func expireLeaseWith(t *testing.T, st *Storage, queue, id string, delay RetryDelayFunc) {
+	t.Helper()
+	recoverExpired(t, st, queue, id, newStorageWatch(clockwork.NewRealClock()), delay, nil)
+}
+
+func recoverExpired(t *testing.T, st *Storage, queue, id string, watch *storageWatch, delay RetryDelayFunc, eh ErrorHandler) {
+	t.Helper()
 	ctx := context.Background()
 	opt, err := rueidis.ParseURL(st.String())
 	if err != nil {
@@ -45,7 +56,7 @@ func expireLeaseAndRecover(t *testing.T, st *Storage, queue, id string, watch *s
 	if err != nil || len(leases) != 1 || leases[0].Msg.ID != id {
 		t.Fatalf("ExpiredLeases = %v, %v", leases, err)
 	}
-	rec := newRecoverer(brokerOf(st), discardLogger(), newQueueSet(map[string]int{queue: 1}, false), func(int, error, *Task) time.Duration { return time.Hour }, eh, watch)
+	rec := newRecoverer(brokerOf(st), discardLogger(), newQueueSet(map[string]int{queue: 1}, false), delay, eh, watch)
 	rec.recover(ctx, leases[0])
 }
 

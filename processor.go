@@ -95,6 +95,12 @@ type activeTask struct {
 	// acking is set when the handler succeeded and the acker holds the
 	// outcome: the task stays tracked (its lease renewed) until written.
 	acking atomic.Bool
+	// finished is set when the handler has returned (before its outcome
+	// is written): a lost lease has nothing left to cancel.
+	finished atomic.Bool
+	// ackUnsure is set (by the acker alone) when a Complete of the task
+	// failed without an answer: the storage may have applied it.
+	ackUnsure bool
 }
 
 const (
@@ -363,6 +369,7 @@ func (p *processor) run(at *activeTask) {
 	} else {
 		err = p.perform(ctx, task)
 	}
+	at.finished.Store(true)
 	p.observe(p.clock.Since(now))
 
 	switch {
@@ -477,6 +484,13 @@ func (p *processor) requeueRunning() {
 			p.requeue(at)
 		}
 	}
+}
+
+// tracks reports whether at is still tracked (not forgotten).
+func (p *processor) tracks(at *activeTask) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.active[at.lease.Ref()] == at
 }
 
 // snapshot returns the tasks running now.

@@ -42,7 +42,11 @@ type Broker struct {
 	work    *sync.Cond // signalled when buf gains changes or the broker closes
 	queues  map[string]*queue
 	nextSeq uint64
-	buf     *batch // changes not yet handed to the committer
+	// durableSeq: every task whose record number is below it is on disk
+	// as enqueued (Fetch hands out no other); inflightSeq is what it
+	// becomes when the batch being written is.
+	durableSeq, inflightSeq uint64
+	buf                     *batch // changes not yet handed to the committer
 	// inflight is the ticket of the batch being written, nil when none.
 	inflight *ticket
 	closed   bool
@@ -289,6 +293,7 @@ func (b *Broker) load() error {
 	}
 	b.queues = queues
 	b.nextSeq = maxSeq + 1
+	b.durableSeq = b.nextSeq
 	return nil
 }
 
@@ -404,7 +409,7 @@ func (b *Broker) commitLoop() {
 		}
 		cur := b.buf
 		b.buf = newBatch()
-		b.inflight = cur.done
+		b.inflight, b.inflightSeq = cur.done, b.nextSeq
 		b.mu.Unlock()
 		start := time.Now()
 		err := b.commitFn(cur)
@@ -416,6 +421,8 @@ func (b *Broker) commitLoop() {
 		if err != nil {
 			err = fmt.Errorf("htq: writing %s: %w", b.store.file, err)
 			b.writeFailed(err)
+		} else {
+			b.durableSeq = max(b.durableSeq, b.inflightSeq)
 		}
 		cur.done.err = err
 		close(cur.done.done)
@@ -556,6 +563,19 @@ func (b *Broker) settled() *ticket {
 		return t
 	}
 	return b.inflight
+}
+
+// enqueueDurable returns the ticket of the batch that holds the enqueue
+// of the task with record number seq, or nil when it is on disk already
+// (or the broker keeps nothing on disk). The caller holds b.mu.
+func (b *Broker) enqueueDurable(seq uint64) *ticket {
+	switch {
+	case b.store == nil || seq < b.durableSeq:
+		return nil
+	case b.inflight != nil && seq < b.inflightSeq:
+		return b.inflight
+	}
+	return b.buf.done
 }
 
 // wait blocks until the batch of t is on disk. If ctx ends first the change

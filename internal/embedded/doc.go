@@ -13,8 +13,9 @@
 // shares it: that is the group commit. Operations whose loss in a crash is
 // harmless (a fetch, a lease extension) do not wait for their batch to reach
 // the disk; operations whose loss would lose or resurrect work (an enqueue, a
-// completion, a deletion) return only once it has. Batches are written in
-// order, so a durable operation makes every earlier one durable too.
+// completion, a deletion) return only once it has, and a fetch hands out a
+// task only once its enqueue is on disk. Batches are written in order, so a
+// durable operation makes every earlier one durable too.
 //
 // The reasons for this design and the figures that chose bbolt are in
 // docs/adr/0002-embedded-store.md.

@@ -3,6 +3,7 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -79,5 +80,92 @@ func TestWriteFailure(t *testing.T) {
 	}
 	if err := b.CheckInvariants(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// heldCommits holds the broker's commits until released, and can make the
+// first one fail.
+type heldCommits struct {
+	entered chan struct{} // one value per commit begun
+	release chan struct{} // closed: every commit proceeds
+	fail    error         // the first commit's error, if any
+	n       atomic.Int32
+	once    sync.Once
+}
+
+// open lets every commit proceed, now and later.
+func (h *heldCommits) open() { h.once.Do(func() { close(h.release) }) }
+
+func holdCommits(b *Broker, fail error) *heldCommits {
+	h := &heldCommits{entered: make(chan struct{}, 100), release: make(chan struct{}), fail: fail}
+	b.mu.Lock()
+	real := b.commitFn
+	b.commitFn = func(bt *batch) error {
+		h.entered <- struct{}{}
+		<-h.release
+		if h.n.Add(1) == 1 && h.fail != nil {
+			return h.fail
+		}
+		return real(bt)
+	}
+	b.mu.Unlock()
+	return h
+}
+
+// TestFetchWaitsForDurableEnqueue: a task whose enqueue is in a batch not
+// yet on disk is not handed out until it is, so that no task starts that
+// a crash (or a failed write) would undo together with its enqueue; if
+// the write fails, Fetch fails with it and hands out nothing (issue 10,
+// finding 4: a task started, then a kill undid its enqueue).
+func TestFetchWaitsForDurableEnqueue(t *testing.T) {
+	for _, fail := range []error{nil, syscall.ENOSPC} {
+		t.Run(fmt.Sprintf("write error %v", fail), func(t *testing.T) {
+			b, err := Open(t.Context(), t.TempDir(), Options{Logger: discardLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			ctx := t.Context()
+			h := holdCommits(b, fail)
+			defer h.open() // before Close, which waits for the committer
+			enqueued := make(chan error, 1)
+			go func() {
+				enqueued <- b.Enqueue(ctx, broker.EnqueueParams{Msg: &base.TaskMessage{ID: "t", Type: "x", Queue: "q"}})
+			}()
+			<-h.entered // the enqueue's batch is being written
+			type result struct {
+				ls  []*broker.Lease
+				err error
+			}
+			fetched := make(chan result, 1)
+			go func() {
+				ls, err := b.Fetch(ctx, broker.FetchParams{Queue: "q", Max: 1, LeaseDuration: time.Minute})
+				fetched <- result{ls, err}
+			}()
+			select {
+			case r := <-fetched:
+				t.Fatalf("Fetch returned %d tasks, %v while the enqueue was not on disk", len(r.ls), r.err)
+			case <-time.After(200 * time.Millisecond): // Fetch is meant to wait for the held write: give it time to return wrongly
+			}
+			h.open()
+			r := <-fetched
+			if err := <-enqueued; !errors.Is(err, fail) {
+				t.Fatalf("Enqueue: %v, want %v", err, fail)
+			}
+			switch {
+			case fail == nil && (r.err != nil || len(r.ls) != 1):
+				t.Fatalf("Fetch after the enqueue reached the disk: %d tasks, %v; want t", len(r.ls), r.err)
+			case fail != nil && (!errors.Is(r.err, fail) || len(r.ls) != 0):
+				t.Fatalf("Fetch when the enqueue's write failed: %d tasks, %v; want none and %v", len(r.ls), r.err, fail)
+			}
+			if fail != nil {
+				if _, err := b.GetTaskInfo(ctx, "q", "t"); !errors.Is(err, base.ErrTaskNotFound) {
+					t.Fatalf("the task whose enqueue failed: %v, want not found", err)
+				}
+			}
+			if err := b.CheckInvariants(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -29,7 +29,9 @@ const (
 //	  the lease expiry at open
 //
 // Batches reach the disk in order, so whatever a synced call returns after
-// includes every change made before it.
+// includes every change made before it. Fetch waits for the enqueue of the
+// tasks it hands out, not for its own change: no task starts before its
+// enqueue is durable.
 
 // Enqueue stores a new task and returns once it is on disk.
 func (b *Broker) Enqueue(ctx context.Context, p broker.EnqueueParams) error {
@@ -161,8 +163,15 @@ func (b *Broker) enqueue(msg *base.TaskMessage, processAt time.Time, now time.Ti
 }
 
 // Fetch leases up to p.Max pending tasks, oldest first. It does not wait for
-// the disk: if the process dies before the batch is written, the tasks are
-// pending again on the next open, which is what recovery would make of them.
+// its own change to reach the disk: if the process dies before the batch is
+// written, the tasks are pending again on the next open, which is what
+// recovery would make of them. It does wait for the enqueue of the tasks
+// it leases: a task enqueued in a batch not yet on disk is handed out
+// once that batch is, so that no task starts that a crash could undo
+// (with its Enqueue, whose caller may then have been told it failed).
+// That wait is at most one group commit, which the producer waits for
+// anyway; if the batch fails to be written, Fetch fails with its error and
+// the tasks are gone with it.
 func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -179,10 +188,27 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if err := b.begin(); err != nil {
 		return nil, err
 	}
-	defer b.mu.Unlock()
+	out, newest, err := b.fetch(p)
+	var tk *ticket
+	if len(out) > 0 {
+		tk = b.enqueueDurable(newest)
+	}
+	b.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := wait(ctx, tk); err != nil {
+		return nil, fmt.Errorf("fetch: the tasks' enqueue: %w", err)
+	}
+	return out, nil
+}
+
+// fetch leases the tasks of Fetch and returns them with the highest record
+// number among them. The caller holds b.mu.
+func (b *Broker) fetch(p broker.FetchParams) (out []*broker.Lease, newest uint64, err error) {
 	q := b.queues[p.Queue]
 	if q == nil || q.paused || q.pending.Len() == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	now := b.now()
 	lease := p.LeaseDuration
@@ -191,14 +217,14 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	}
 	limit, tokens, err := q.allowance(p.Max, now)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var out []*broker.Lease
 	for len(out) < limit {
 		t := q.pending.popFront()
 		if t == nil {
 			break
 		}
+		newest = max(newest, t.seq)
 		t.state = base.StateActive
 		t.token = p.ServerID + "/" + newToken() // names the server for the Inspector
 		t.at = now.Add(lease)
@@ -210,7 +236,7 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if q.settings.RateLimit > 0 {
 		q.tokens, q.tokensAt = tokens-float64(len(out)), now
 	}
-	return out, nil
+	return out, newest, nil
 }
 
 // allowance applies q's settings to a fetch of up to max tasks: it returns

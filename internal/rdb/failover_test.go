@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/redistest"
 )
 
 // TestSentinelFailoverLosesNoAcknowledgedTask forces a Sentinel failover
@@ -49,8 +48,8 @@ type failoverResult struct {
 // runFailover runs one failover with the storage URL's extra query and
 // logs what it saw.
 func runFailover(t *testing.T, query string) failoverResult {
-	primary, replica := startReplicated(t)
-	sentinels := startSentinels(t, primary.Addr, 3, 2)
+	primary, replica := redistest.StartReplicated(t)
+	sentinels := redistest.StartSentinels(t, primary.Addr, 3, 2)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second) // a failover under load can take a while
 	defer cancel()
 	url := "redis-sentinel://" + strings.Join(sentinels, ",") + "/0?master=mymaster" + query
@@ -163,64 +162,11 @@ func runFailover(t *testing.T, query string) failoverResult {
 	if err := replica.Thaw(); err != nil {
 		t.Fatal(err)
 	}
-	sc := nodeClient(t, sentinels[0])
-	start := time.Now()
-	for {
-		err := sc.Do(ctx, sc.B().Arbitrary("SENTINEL", "FAILOVER", "mymaster").Build()).Error()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil || time.Since(start) > 10*time.Second {
-			t.Fatalf("SENTINEL FAILOVER: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond) // the sentinel has not yet seen a replica it can promote
-	}
-
-	// Wait until the sentinels name the replica, the client writes to it,
-	// and the old primary replicates from it.
-	for {
-		addr, err := sc.Do(ctx, sc.B().SentinelGetMasterAddrByName().Master("mymaster").Build()).AsStrSlice()
-		if err == nil && len(addr) == 2 && addr[0]+":"+addr[1] == replica.Addr {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the sentinels did not promote %s: %v %v", replica.Addr, addr, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling external processes
-	}
-	switched.Store(true)
-	promoted := time.Since(start)
-	// The sentinels turn the old primary into a replica some 8 s after
-	// they see it still claims to be a primary; do it now, as they will.
-	oc := nodeClient(t, primary.Addr)
-	nhost, nportStr, _ := net.SplitHostPort(replica.Addr)
-	nport, err := strconv.ParseInt(nportStr, 10, 64)
+	ft, err := redistest.Failover(ctx, sentinels[0], primary, replica)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		// The sentinels disconnect the clients of a node they reconfigure
-		// (CLIENT KILL), so a command may fail once.
-		err := oc.Do(ctx, oc.B().Replicaof().Host(nhost).Port(nport).Build()).Error()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("REPLICAOF on the old primary: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond) // retry after a killed connection
-	}
-	for {
-		s, err := oc.Do(ctx, oc.B().Info().Section("replication").Build()).ToString()
-		if err == nil && infoField(s, "role") == "slave" && infoField(s, "master_link_status") == "up" {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the old primary was not turned into a replica of the new one")
-		}
-		time.Sleep(20 * time.Millisecond) // polling external processes
-	}
-	resynced := time.Since(start)
+	switched.Store(true)
 	for afterSw.Load() < 100 {
 		if ctx.Err() != nil {
 			t.Fatalf("only %d tasks acknowledged after the switch: the client did not follow it (last error: %v)", afterSw.Load(), lastErr.Load())
@@ -257,7 +203,7 @@ func runFailover(t *testing.T, query string) failoverResult {
 		}
 	}
 	t.Logf("failover%s: promoted after %v, old primary replicating after %v; %d enqueues acknowledged (%d after the switch), %d missing on the new primary (role %s, %s, full syncs %s); %d replication timeouts, %d other errors (last: %v)",
-		query, promoted.Round(time.Millisecond), resynced.Round(time.Millisecond), r.acked, afterSw.Load(), r.lost,
+		query, ft.Promoted.Round(time.Millisecond), ft.Resynced.Round(time.Millisecond), r.acked, afterSw.Load(), r.lost,
 		info(t, nc, "replication", "role"), info(t, nc, "keyspace", "db0"), info(t, nc, "stats", "sync_full"),
 		r.timeouts, r.failed, lastErr.Load())
 	return r

@@ -217,3 +217,66 @@ func TestLoadingIsUnavailable(t *testing.T) {
 		t.Fatalf("queue q after loading: %+v, %v; want %d pending", qs, err, n+3)
 	}
 }
+
+// TestOutageKeepsShortDeadlines freezes Redis while calls without a
+// deadline of their own keep the client reconnecting, and makes calls
+// whose context allows less than the dial timeout: each ends within its
+// own deadline (plus scheduling slack), not when the connection attempt
+// it found under way gives up (issue 10, chaos suite 5: a 1 s Enqueue
+// took 4.6 s with rueidis's 5 s dial timeout, 1.3 s with 1 s).
+func TestOutageKeepsShortDeadlines(t *testing.T) {
+	const deadline = 100 * time.Millisecond
+	const limit = deadline + 400*time.Millisecond // below the 1 s dial timeout
+	rs := redistest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	b, err := Open(ctx, "redis://"+rs.Addr+"/0", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	mustEnqueue(t, b, msg("q", "a"), time.Time{})
+	if err := rs.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rs.Thaw() }()
+	// The background: calls with the default 5 s timeout, so that
+	// connection attempts (1 s each) follow one another.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = b.Queues(context.Background())
+			}
+		})
+	}
+	var longest time.Duration
+	for i := range 20 {
+		cctx, ccancel := context.WithTimeout(ctx, deadline)
+		start := time.Now()
+		err := b.Enqueue(cctx, broker.EnqueueParams{Msg: msg("q", fmt.Sprint("short-", i))})
+		took := time.Since(start)
+		ccancel()
+		longest = max(longest, took)
+		if err == nil || !errors.Is(err, base.ErrUnavailable) {
+			t.Errorf("Enqueue %d during the freeze: %v, want an error wrapping ErrUnavailable", i, err)
+		}
+		if took > limit {
+			t.Errorf("Enqueue %d with a %v deadline took %v during the freeze", i, deadline, took)
+		}
+		time.Sleep(100 * time.Millisecond) // spread the calls over several connection attempts
+	}
+	close(stop)
+	if err := rs.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	t.Logf("20 calls with a %v deadline during the freeze, the longest %v", deadline, longest)
+	waitBack(t, b, 5*time.Second)
+}

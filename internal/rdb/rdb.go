@@ -94,6 +94,9 @@ type Broker struct {
 	wait  *waiter // nil: acknowledged writes do not wait (Options.Wait)
 	// timeout bounds each call (Options.Timeout); <= 0: no bound.
 	timeout time.Duration
+	// trouble is when (Unix ns) a call last met unavailability (see
+	// deadline.go); 0: never.
+	trouble atomic.Int64
 	closed  atomic.Bool
 
 	archiveMax  string   // ArchiveMaxSize as an ARGV
@@ -220,9 +223,10 @@ const DefaultDialTimeout = time.Second
 //     DefaultDialTimeout or half the call timeout. Calls that find a
 //     connection being opened wait for that attempt whatever their own
 //     deadline, and a stopped Redis accepts TCP connections (the kernel
-//     does) but never answers the handshake: a call may end that much
-//     after its deadline (with rueidis's default of 5 s, up to 5 s; now
-//     at most 1 s).
+//     does) but never answers the handshake. While Redis is in trouble
+//     such calls are abandoned at their deadline (deadline.go); the dial
+//     timeout bounds how long the attempt itself, and the first call
+//     that finds Redis gone, may hold them.
 //   - ConnWriteTimeout, which rueidis also uses as the longest wait of a
 //     call without a deadline and as the time a keep-alive PING may take
 //     before the connection is dropped, is raised when calls may last

@@ -1,13 +1,9 @@
 package rdb
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,88 +17,7 @@ import (
 func startSentinel(t *testing.T) (master *redistest.Server, sentinelAddr string) {
 	t.Helper()
 	master = redistest.Start(t)
-	return master, startSentinels(t, master.Addr, 1, 1)[0]
-}
-
-// startSentinels starts n redis-sentinel processes on free loopback ports,
-// each watching the master at masterAddr as "mymaster" with quorum, and
-// returns their addresses once each knows the master. They are killed at
-// the end of the test.
-func startSentinels(t *testing.T, masterAddr string, n, quorum int) []string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server not found on PATH (apt-get install redis-server): %v", err)
-	}
-	mhost, mport, _ := net.SplitHostPort(masterAddr)
-	var addrs []string
-	for len(addrs) < n {
-		for attempt := 0; ; attempt++ {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			port := l.Addr().(*net.TCPAddr).Port
-			l.Close()
-			dir := t.TempDir()
-			conf := filepath.Join(dir, "sentinel.conf")
-			cfg := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster %s %s %d\n"+
-				"sentinel down-after-milliseconds mymaster 2000\nsentinel failover-timeout mymaster 10000\n",
-				port, dir, mhost, mport, quorum)
-			if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			cmd := exec.Command(bin, conf, "--sentinel")
-			if err := cmd.Start(); err != nil {
-				t.Fatalf("start sentinel: %v", err)
-			}
-			addr := fmt.Sprintf("127.0.0.1:%d", port)
-			err = waitSentinel(addr, "mymaster", 5*time.Second)
-			if err == nil {
-				t.Cleanup(func() {
-					_ = cmd.Process.Kill()
-					_ = cmd.Wait()
-				})
-				addrs = append(addrs, addr)
-				break
-			}
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if attempt == 4 {
-				t.Fatalf("sentinel did not start: %v", err)
-			}
-		}
-	}
-	return addrs
-}
-
-// waitSentinel waits until the sentinel at addr knows master name.
-func waitSentinel(addr, name string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	req := fmt.Sprintf("*3\r\n$8\r\nSENTINEL\r\n$23\r\nget-master-addr-by-name\r\n$%d\r\n%s\r\n", len(name), name)
-	for {
-		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			_ = conn.SetDeadline(time.Now().Add(time.Second))
-			_, err = conn.Write([]byte(req))
-			if err == nil {
-				var line string
-				line, err = bufio.NewReader(conn).ReadString('\n')
-				if err == nil && strings.HasPrefix(line, "*2") {
-					conn.Close()
-					return nil
-				}
-				if err == nil {
-					err = fmt.Errorf("answer %q", line)
-				}
-			}
-			conn.Close()
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond) // polling an external process
-	}
+	return master, redistest.StartSentinels(t, master.Addr, 1, 1)[0]
 }
 
 // TestSentinel reaches a master through a redis-sentinel:// URL and runs

@@ -42,45 +42,6 @@ func info(t testing.TB, c rueidis.Client, section, field string) string {
 	return infoField(s, field)
 }
 
-// startReplicated starts a primary and one replica of it, and returns
-// once the replica is in sync.
-func startReplicated(t testing.TB, extraArgs ...string) (primary, replica *redistest.Server) {
-	t.Helper()
-	// No diskless-sync delay: a replica syncs at once, not after 5 s (the
-	// replica too: it may be promoted and get the old primary as its own).
-	extraArgs = append([]string{"--repl-diskless-sync-delay", "0"}, extraArgs...)
-	primary = redistest.Start(t, extraArgs...)
-	host, port, _ := net.SplitHostPort(primary.Addr)
-	replica = redistest.Start(t, append([]string{"--replicaof", host, port}, extraArgs...)...)
-	waitReplicaOnline(t, primary.Addr, 10*time.Second)
-	return primary, replica
-}
-
-// waitReplicaOnline waits until a write on the primary at addr reaches a
-// replica. INFO says "online" earlier: after a diskless sync, Redis 7.0
-// starts streaming writes to the replica only once the replica sent its
-// first acknowledgement, up to a second later, and until then the
-// replica receives nothing.
-func waitReplicaOnline(t testing.TB, addr string, timeout time.Duration) {
-	t.Helper()
-	pc := nodeClient(t, addr)
-	deadline := time.Now().Add(timeout)
-	for {
-		// One DoMulti holding WAIT runs on one connection: the WAIT
-		// covers the SET and DEL before it.
-		rs := pc.DoMulti(context.Background(),
-			pc.B().Set().Key("redistest:probe").Value("1").Build(),
-			pc.B().Del().Key("redistest:probe").Build(),
-			pc.B().Wait().Numreplicas(1).Timeout(200).Build())
-		if n, err := rs[2].AsInt64(); err == nil && n >= 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no replica of %s acknowledged a write within %v", addr, timeout)
-		}
-	}
-}
-
 // waitCalls returns how many WAIT commands the node has run.
 func waitCalls(t testing.TB, c rueidis.Client) int64 {
 	t.Helper()
@@ -191,7 +152,7 @@ func checkWaitFollowsWrite(t *testing.T, lines []string, want int) {
 // write is made on the primary but fails with ErrReplicationTimeout after
 // wait_timeout; without the option nothing waits and no WAIT is sent.
 func TestWaitReplicas(t *testing.T) {
-	primary, replica := startReplicated(t)
+	primary, replica := redistest.StartReplicated(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	const timeout = 300 * time.Millisecond
@@ -358,7 +319,7 @@ func TestWaitAOFLocal(t *testing.T) {
 // TestConformanceWait runs the conformance suite with every acknowledged
 // write waiting for a real replica: waiting must change no behaviour.
 func TestConformanceWait(t *testing.T) {
-	primary, _ := startReplicated(t)
+	primary, _ := redistest.StartReplicated(t)
 	url := "redis://" + primary.Addr + "/1?wait_replicas=1&wait_timeout=5s"
 	brokertest.Run(t, func(t *testing.T, clock clockwork.Clock) broker.Broker {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
