@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,8 @@ func TestCLIAdmin(t *testing.T) {
 		p.do(t, binToken, "POST", "/v1/queues/other/tasks", map[string]any{"type": "x"}, http.StatusCreated, nil)
 		var got []eventLine
 		deadline := time.After(20 * time.Second)
-		for sent := 0; len(got) == 0; sent++ {
+		sent := 0 // enqueues e0 … e<sent-1> of "ev"
+		for ; len(got) == 0; sent++ {
 			p.do(t, binToken, "POST", "/v1/queues/ev/tasks", map[string]any{"type": "x", "options": map[string]any{"task_id": "e" + itoa(sent)}}, http.StatusCreated, nil)
 			select {
 			case ev := <-lines:
@@ -96,9 +98,15 @@ func TestCLIAdmin(t *testing.T) {
 			t.Fatalf("events: %v", kinds)
 		}
 		// Resume after the first event: what followed it comes from the
-		// log at once.
-		r := cli.run("", "events", "--queue", "ev", "--after", first.ID, "--max", "3")
-		if r.code != 0 || !strings.HasPrefix(r.stdout, "TIME") || strings.Count(r.stdout, "\n") != 4 {
+		// log at once — the enqueues sent after it while the follower was
+		// slow to print (a loaded machine), then pause, resume and delete.
+		firstN, err := strconv.Atoi(strings.TrimPrefix(first.TaskID, "e"))
+		if err != nil {
+			t.Fatalf("first event's task %q", first.TaskID)
+		}
+		after := sent - 1 - firstN + 3
+		r := cli.run("", "events", "--queue", "ev", "--after", first.ID, "--max", itoa(after))
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "TIME") || strings.Count(r.stdout, "\n") != after+1 {
 			t.Errorf("htq events --after: %+v", r)
 		}
 		if !strings.Contains(r.stdout, "paused") || strings.Contains(r.stdout, first.ID+"\n") {
