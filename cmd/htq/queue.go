@@ -152,7 +152,7 @@ the tasks of each fair-sharing key (htq enqueue --key), whose keys the
 queue serves in turn.`,
 		Example: "  htq queue settings mail\n  htq queue settings mail --max-concurrency 4 --rate 20 --burst 5\n" +
 			"  htq queue settings reports --key-max-concurrency 2 --key-rate 1",
-		Args:    wantArgs("QUEUE"),
+		Args: wantArgs("QUEUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var change model.QueueChange
 			f := cmd.Flags()
