@@ -149,6 +149,26 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 	t.Run("file", func(t *testing.T) { testKilledWorker(t, "file:"+t.TempDir()) })
 }
 
+// enqueueForWorker enqueues n tasks of type "work" with opts into st and
+// returns their IDs; on the embedded store it then closes st, as one
+// process owns the directory and the worker about to start takes it.
+func enqueueForWorker(t *testing.T, st *Storage, embedded bool, n int, opts ...Option) []string {
+	t.Helper()
+	c := NewClient(st)
+	ids := make([]string, n)
+	for i := range ids {
+		info, err := c.Enqueue(NewTask("work", nil), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = info.ID
+	}
+	if embedded {
+		st.Close()
+	}
+	return ids
+}
+
 func testKilledWorker(t *testing.T, url string) {
 	embedded := strings.HasPrefix(url, "file:")
 	st, err := Open(url)
@@ -156,19 +176,7 @@ func testKilledWorker(t *testing.T, url string) {
 		t.Fatal(err)
 	}
 	defer func() { st.Close() }()
-	c := NewClient(st)
-	const n = 20
-	ids := make([]string, n)
-	for i := range ids {
-		info, err := c.Enqueue(NewTask("work", nil), Queue("kill"), Retention(time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = info.ID
-	}
-	if embedded {
-		st.Close() // one process owns the directory: hand it to the worker
-	}
+	ids := enqueueForWorker(t, st, embedded, 20, Queue("kill"), Retention(time.Hour))
 	w := startWorker(t, "-storage", url, "-queue", "kill", "-concurrency", "4", "-lease", "1s", "-work", "200ms")
 	w.waitLines(t, "start ", 6, 30*time.Second)
 	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -301,19 +309,7 @@ func testKilledWorkerKeySlots(t *testing.T, url string) {
 	if err := NewInspector(st).SetQueueSettings("killkey", QueueSettings{KeyMaxConcurrency: 2}); err != nil {
 		t.Fatal(err)
 	}
-	c := NewClient(st)
-	const n = 8
-	ids := make([]string, n)
-	for i := range ids {
-		info, err := c.Enqueue(NewTask("work", nil), Queue("killkey"), Key("tenant"), Retention(time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = info.ID
-	}
-	if embedded {
-		st.Close() // one process owns the directory: hand it to the worker
-	}
+	ids := enqueueForWorker(t, st, embedded, 8, Queue("killkey"), Key("tenant"), Retention(time.Hour))
 	w := startWorker(t, "-storage", url, "-queue", "killkey", "-concurrency", "4", "-lease", "1s", "-work", "5s")
 	w.waitLines(t, "start ", 2, 30*time.Second)
 	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
