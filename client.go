@@ -307,6 +307,8 @@ func (c *Client) prepare(task *Task, opts []Option) (broker.EnqueueParams, *Task
 		Deadline:  o.deadline,
 		Retention: o.retention,
 		GroupKey:  o.group,
+		Priority:  o.priority,
+		Key:       o.key,
 	}
 	if o.uniqueTTL > 0 {
 		msg.UniqueKey = uniqueKey(task.typename, task.payload)
@@ -331,7 +333,7 @@ func (c *Client) prepare(task *Task, opts []Option) (broker.EnqueueParams, *Task
 		ID: msg.ID, Queue: msg.Queue, Type: msg.Type, Payload: msg.Payload,
 		State: state, MaxRetry: msg.MaxRetry, Timeout: msg.Timeout,
 		Deadline: msg.Deadline, Group: msg.GroupKey, NextProcessAt: next,
-		Retention: msg.Retention,
+		Retention: msg.Retention, Priority: msg.Priority, Key: msg.Key,
 	}
 	return broker.EnqueueParams{Msg: msg, ProcessAt: processAt}, info, nil
 }

@@ -115,3 +115,28 @@ func ExampleScheduler_Register() {
 	// <nil>
 	// htq: invalid argument: cron spec "0 25 * * *": field 2 (hour) "25": end of range (25) above maximum (23): 25
 }
+
+// Priority orders a queue's pending tasks: the highest priority first, in
+// enqueue order within one priority.
+func ExamplePriority() {
+	st, _ := htq.Open("mem:")
+	defer st.Close()
+	c := htq.NewClient(st)
+	for _, t := range []struct {
+		id   string
+		prio int
+	}{{"newsletter", 0}, {"password-reset", 9}, {"invoice", 5}, {"digest", 0}} {
+		if _, err := c.Enqueue(htq.NewTask("email", nil), htq.TaskID(t.id), htq.Priority(t.prio)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	tasks, _ := htq.NewInspector(st).ListPendingTasks("default")
+	for _, t := range tasks {
+		fmt.Println(t.Priority, t.ID)
+	}
+	// Output:
+	// 9 password-reset
+	// 5 invoice
+	// 0 newsletter
+	// 0 digest
+}

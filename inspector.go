@@ -38,6 +38,16 @@ type QueueSettings struct {
 	// LeaseDuration replaces the servers' LeaseDuration for the queue's
 	// tasks (0: the server's).
 	LeaseDuration time.Duration
+
+	// KeyMaxConcurrency bounds the running tasks of one fair-sharing key
+	// (the Key option) across all servers (0: no bound). A key at its
+	// bound waits out of the rotation until one of its tasks ends.
+	KeyMaxConcurrency int
+	// KeyRateLimit bounds how many tasks of one key start per second
+	// across all servers (0: no bound), in bursts of up to KeyRateBurst
+	// (default 1).
+	KeyRateLimit float64
+	KeyRateBurst int
 }
 
 // QueueInfo describes a queue at one moment.
@@ -130,7 +140,8 @@ func (i *Inspector) History(queue string, n int) ([]*DailyStats, error) {
 // SetQueueSettings stores settings for a queue (creating the queue if it
 // does not exist yet).
 func (i *Inspector) SetQueueSettings(queue string, s QueueSettings) error {
-	if s.MaxConcurrency < 0 || s.RateLimit < 0 || s.RateBurst < 0 || s.LeaseDuration < 0 {
+	if s.MaxConcurrency < 0 || s.RateLimit < 0 || s.RateBurst < 0 || s.LeaseDuration < 0 ||
+		s.KeyMaxConcurrency < 0 || s.KeyRateLimit < 0 || s.KeyRateBurst < 0 {
 		return fmt.Errorf("%w: queue settings must not be negative: %+v", ErrInvalidArgument, s)
 	}
 	if s.LeaseDuration != 0 && s.LeaseDuration < minLeaseDuration {
@@ -178,7 +189,9 @@ func (i *Inspector) list(queue string, state base.TaskState, group string, opts 
 	return out, nil
 }
 
-// ListPendingTasks lists pending tasks, oldest first.
+// ListPendingTasks lists pending tasks in the order they will be fetched:
+// the highest priority first; within priority 0, the tasks without a key,
+// then each fair-sharing key's, keys by name; each lane oldest first.
 func (i *Inspector) ListPendingTasks(queue string, opts ...ListOption) ([]*TaskInfo, error) {
 	return i.list(queue, base.StatePending, "", opts)
 }
@@ -411,6 +424,27 @@ func (i *Inspector) CancelProcessing(id string) error {
 		return fmt.Errorf("htq: cancel %s: %w", id, err)
 	}
 	return nil
+}
+
+// KeyInfo describes one fair-sharing key of a queue (the Key option).
+type KeyInfo struct {
+	Key string
+	// Pending and Active count the key's pending and running tasks.
+	Pending, Active int
+}
+
+// Keys lists the fair-sharing keys of a queue that have pending or running
+// tasks, sorted by key. It costs one pass over the queue's keys.
+func (i *Inspector) Keys(queue string) ([]*KeyInfo, error) {
+	keys, err := brokerOf(i.s).ListKeys(context.Background(), queue)
+	if err != nil {
+		return nil, fmt.Errorf("htq: keys of %s: %w", queue, err)
+	}
+	out := make([]*KeyInfo, len(keys))
+	for k, s := range keys {
+		out[k] = &KeyInfo{Key: s.Key, Pending: s.Pending, Active: s.Active}
+	}
+	return out, nil
 }
 
 // GroupInfo describes a group of aggregating tasks.

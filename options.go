@@ -26,6 +26,8 @@ type taskOptions struct {
 	taskID    string
 	retention time.Duration
 	group     string
+	priority  int
+	key       string
 }
 
 // Defaults applied when no option says otherwise.
@@ -158,6 +160,40 @@ func Group(key string) Option {
 			return err
 		}
 		o.group = key
+		return nil
+	}}
+}
+
+// MaxPriority is the highest priority a task can have (Priority).
+const MaxPriority = base.MaxPriority
+
+// Priority sets the task's priority within its queue, from 0 (the
+// default) to MaxPriority: a pending task of a higher priority is fetched
+// before any of a lower one, and tasks of one priority in the order they
+// became pending. A task keeps its priority through retries and delays.
+// A task has a Priority or a Key, not both.
+func Priority(p int) Option {
+	return option{fmt.Sprintf("Priority(%d)", p), func(o *taskOptions) error {
+		if p < 0 || p > MaxPriority {
+			return fmt.Errorf("%w: Priority(%d) is outside 0 to %d", base.ErrInvalidArgument, p, MaxPriority)
+		}
+		o.priority = p
+		return nil
+	}}
+}
+
+// Key gives the task a fair-sharing key (a tenant, a user): the queue
+// serves the keys of its pending tasks in turn, so that a key with a
+// million tasks does not hold up one with ten, and applies its per-key
+// limits (QueueSettings.KeyMaxConcurrency, KeyRateLimit) across all
+// servers. Tasks without a key take their turn as one more key. A task has
+// a Priority or a Key, not both.
+func Key(key string) Option {
+	return option{fmt.Sprintf("Key(%q)", key), func(o *taskOptions) error {
+		if err := base.ValidateFairKey(key); err != nil {
+			return err
+		}
+		o.key = key
 		return nil
 	}}
 }

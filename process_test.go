@@ -149,6 +149,26 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 	t.Run("file", func(t *testing.T) { testKilledWorker(t, "file:"+t.TempDir()) })
 }
 
+// enqueueForWorker enqueues n tasks of type "work" with opts into st and
+// returns their IDs; on the embedded store it then closes st, as one
+// process owns the directory and the worker about to start takes it.
+func enqueueForWorker(t *testing.T, st *Storage, embedded bool, n int, opts ...Option) []string {
+	t.Helper()
+	c := NewClient(st)
+	ids := make([]string, n)
+	for i := range ids {
+		info, err := c.Enqueue(NewTask("work", nil), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = info.ID
+	}
+	if embedded {
+		st.Close()
+	}
+	return ids
+}
+
 func testKilledWorker(t *testing.T, url string) {
 	embedded := strings.HasPrefix(url, "file:")
 	st, err := Open(url)
@@ -156,19 +176,7 @@ func testKilledWorker(t *testing.T, url string) {
 		t.Fatal(err)
 	}
 	defer func() { st.Close() }()
-	c := NewClient(st)
-	const n = 20
-	ids := make([]string, n)
-	for i := range ids {
-		info, err := c.Enqueue(NewTask("work", nil), Queue("kill"), Retention(time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = info.ID
-	}
-	if embedded {
-		st.Close() // one process owns the directory: hand it to the worker
-	}
+	ids := enqueueForWorker(t, st, embedded, 20, Queue("kill"), Retention(time.Hour))
 	w := startWorker(t, "-storage", url, "-queue", "kill", "-concurrency", "4", "-lease", "1s", "-work", "200ms")
 	w.waitLines(t, "start ", 6, 30*time.Second)
 	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -278,5 +286,70 @@ func TestSIGTERMRequeuesPastTimeout(t *testing.T) {
 		if got := taskInfo(t, st, "term2", id); got.State != TaskStatePending || got.Retried != 0 {
 			t.Errorf("task %s: %v retried %d, want pending, 0", id, got.State, got.Retried)
 		}
+	}
+}
+
+// TestKilledWorkerReleasesKeySlots kills a worker while it runs tasks of a
+// fair-sharing key held to two at a time: the slots its tasks held come
+// free when their leases run out and they are recovered, so a new server
+// finishes every task of the key (with the slots lost for good, the key
+// would stay held back and nothing more would run).
+func TestKilledWorkerReleasesKeySlots(t *testing.T) {
+	t.Run("redis", func(t *testing.T) { testKilledWorkerKeySlots(t, redistest.URL(t)) })
+	t.Run("file", func(t *testing.T) { testKilledWorkerKeySlots(t, "file:"+t.TempDir()) })
+}
+
+func testKilledWorkerKeySlots(t *testing.T, url string) {
+	embedded := strings.HasPrefix(url, "file:")
+	st, err := Open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { st.Close() }()
+	if err := NewInspector(st).SetQueueSettings("killkey", QueueSettings{KeyMaxConcurrency: 2}); err != nil {
+		t.Fatal(err)
+	}
+	ids := enqueueForWorker(t, st, embedded, 8, Queue("killkey"), Key("tenant"), Retention(time.Hour))
+	w := startWorker(t, "-storage", url, "-queue", "killkey", "-concurrency", "4", "-lease", "1s", "-work", "5s")
+	w.waitLines(t, "start ", 2, 30*time.Second)
+	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(t, 10*time.Second)
+	if started := len(w.linesWith("start ")); started != 2 {
+		t.Fatalf("the worker ran %d tasks of the key at once, the bound is 2", started)
+	}
+	if embedded {
+		if st, err = Open(url); err != nil {
+			t.Fatalf("reopen after the kill: %v", err)
+		}
+	}
+	var mu sync.Mutex
+	running, most := 0, 0
+	startServer(t, st, quietConfig(Config{Concurrency: 4, Queues: map[string]int{"killkey": 1}, LeaseDuration: time.Second,
+		RetryDelayFunc: func(int, error, *Task) time.Duration { return 0 }}),
+		HandlerFunc(func(context.Context, *Task) error {
+			mu.Lock()
+			running++
+			most = max(most, running)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond) // overlap, so that the bound is tested
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return nil
+		}))
+	waitFor(t, 30*time.Second, "every task of the key completed", func() bool {
+		for _, id := range ids {
+			if taskInfo(t, st, "killkey", id).State != TaskStateCompleted {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if most > 2 {
+		t.Errorf("%d tasks of the key ran at once after the kill, the bound is 2", most)
 	}
 }

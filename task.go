@@ -100,6 +100,10 @@ type TaskInfo struct {
 	Deadline time.Time
 	// Group is the task's group key (empty: none).
 	Group string
+	// Priority is the task's priority within its queue (0 to MaxPriority).
+	Priority int
+	// Key is the task's fair-sharing key (empty: none).
+	Key string
 	// NextProcessAt is when a pending, scheduled or retry task is due.
 	NextProcessAt time.Time
 	// IsOrphaned is true for an active task whose lease has run out: its
@@ -128,6 +132,8 @@ func newTaskInfo(ti *base.TaskInfo, now time.Time) *TaskInfo {
 		Timeout:       m.Timeout,
 		Deadline:      m.Deadline,
 		Group:         m.GroupKey,
+		Priority:      m.Priority,
+		Key:           m.Key,
 		NextProcessAt: ti.NextProcessAt,
 		Retention:     m.Retention,
 		CompletedAt:   ti.CompletedAt,

@@ -217,6 +217,32 @@ func TestCLIQueuesAndTasks(t *testing.T) {
 		if len(page.Tasks) != 1 || page.NextPage != 0 {
 			t.Errorf("task ls page 2: %+v", page)
 		}
+		// Priorities and keys: task ls shows their columns when a task
+		// of the page has one, pending tasks in fetch order.
+		cli.ok("enqueue", "lanes", "--type", "t", "--id", "plain-1")
+		cli.ok("enqueue", "lanes", "--type", "t", "--id", "urgent-1", "--priority", "7")
+		cli.ok("enqueue", "lanes", "--type", "t", "--id", "tenant-1", "--key", "acme")
+		out = cli.ok("task", "ls", "lanes")
+		if lines := strings.Split(out, "\n"); len(lines) < 4 || !strings.Contains(lines[0], "PRIO") || !strings.Contains(lines[0], "KEY") ||
+			!strings.HasPrefix(lines[1], "urgent-1") || !strings.HasPrefix(lines[2], "plain-1") || !strings.Contains(lines[3], "acme") {
+			t.Errorf("task ls of priorities and keys:\n%s", out)
+		}
+		if out := cli.ok("queue", "keys", "lanes"); !strings.Contains(out, "KEY") || !strings.Contains(out, "acme") {
+			t.Errorf("queue keys:\n%s", out)
+		}
+		if out := cli.ok("task", "inspect", "lanes", "urgent-1"); !strings.Contains(out, "priority") || !strings.Contains(out, "7") {
+			t.Errorf("task inspect of a priority task:\n%s", out)
+		}
+		if out := cli.ok("task", "ls", "mail", "--state", "scheduled"); strings.Contains(out, "PRIO") || strings.Contains(out, "KEY") {
+			t.Errorf("task ls without priorities or keys shows their columns:\n%s", out)
+		}
+		cli.fails(exitUsage, []string{"not both"}, "enqueue", "lanes", "--type", "t", "--priority", "2", "--key", "acme")
+		cli.fails(exitUsage, []string{"Priority(10)"}, "enqueue", "lanes", "--type", "t", "--priority", "10")
+		if out := cli.ok("queue", "settings", "lanes", "--key-max-concurrency", "2", "--key-rate", "1.5"); !strings.Contains(out, "per key max concurrency 2, per key rate 1.5/s, burst 1") {
+			t.Errorf("queue settings per key: %q", out)
+		}
+		cli.fails(exitUsage, []string{"key_max_concurrency"}, "queue", "settings", "lanes", "--key-max-concurrency", "-1")
+		cli.ok("queue", "rm", "lanes", "--force")
 		if out := cli.ok("task", "inspect", "mail", now.ID); !strings.Contains(out, `{"to":"ada"}`) || !strings.Contains(out, "0 of 3") {
 			t.Errorf("task inspect:\n%s", out)
 		}

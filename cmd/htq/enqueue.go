@@ -26,6 +26,8 @@ type taskFlags struct {
 
 	retry                      int
 	unique, timeout, retention time.Duration
+	priority                   int
+	key                        string
 }
 
 func (f *taskFlags) add(fs *pflag.FlagSet) {
@@ -39,6 +41,8 @@ func (f *taskFlags) add(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.unique, "unique", 0, "refuse a copy (same type and payload in the queue) for this long, e.g. 1h")
 	fs.DurationVar(&f.timeout, "timeout", 0, "bound on one attempt, e.g. 30s")
 	fs.DurationVar(&f.retention, "retention", 0, "keep the completed task, with its result, this long, e.g. 24h")
+	fs.IntVar(&f.priority, "priority", 0, "0 (default) to 9: a pending task of a higher priority is fetched first")
+	fs.StringVar(&f.key, "key", "", "a fair-sharing key (a tenant, a user): the queue serves its keys in turn")
 }
 
 // spec builds the task the flags describe. stdin is read for @-.
@@ -99,6 +103,10 @@ func (f *taskFlags) spec(fs *pflag.FlagSet, stdin io.Reader) (*model.TaskSpec, e
 	if fs.Changed("retry") {
 		o.MaxRetry = &f.retry
 	}
+	if fs.Changed("priority") {
+		o.Priority = &f.priority
+	}
+	o.Key = f.key
 	durations := []struct {
 		flag string
 		v    time.Duration

@@ -65,6 +65,28 @@ func newQueueCmd(r *remote) *cobra.Command {
 		queueStateCmd(r, "resume", "Resume a paused queue", false),
 		newQueueRmCmd(r),
 		newQueueSettingsCmd(r),
+		&cobra.Command{
+			Use:     "keys QUEUE",
+			Short:   "List the queue's fair-sharing keys that have pending or running tasks",
+			Example: "  htq queue keys reports",
+			Args:    wantArgs("QUEUE"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {
+					keys, err := c.Keys(ctx, args[0])
+					if err != nil {
+						return err
+					}
+					if r.json {
+						return printJSON(r.stdout, map[string]any{"keys": keys})
+					}
+					t := newTable(r.stdout, "KEY", "PENDING", "ACTIVE")
+					for _, k := range keys {
+						t.row(k.Key, itoa(k.Pending), itoa(k.Active))
+					}
+					return t.flush()
+				})
+			},
+		},
 	)
 	return cmd
 }
@@ -116,17 +138,21 @@ running.`,
 }
 
 func newQueueSettingsCmd(r *remote) *cobra.Command {
-	var maxConc, burst int
-	var rate float64
+	var maxConc, burst, keyConc, keyBurst int
+	var rate, keyRate float64
 	cmd := &cobra.Command{
 		Use:   "settings QUEUE",
-		Short: "Show or change a queue's settings (concurrency, rate limit) across all servers",
+		Short: "Show or change a queue's settings (concurrency, rate limit, per key) across all servers",
 		Long: `settings shows a queue's storage settings, which every server obeys; with
 flags it changes them. --max-concurrency bounds the queue's running tasks
 across all servers (0: no bound); --rate bounds the tasks started per second
-(0: none), --burst how many may start at once above that rate.`,
-		Example: "  htq queue settings mail\n  htq queue settings mail --max-concurrency 4 --rate 20 --burst 5",
-		Args:    wantArgs("QUEUE"),
+(0: none), --burst how many may start at once above that rate.
+--key-max-concurrency, --key-rate and --key-burst are the same bounds for
+the tasks of each fair-sharing key (htq enqueue --key), whose keys the
+queue serves in turn.`,
+		Example: "  htq queue settings mail\n  htq queue settings mail --max-concurrency 4 --rate 20 --burst 5\n" +
+			"  htq queue settings reports --key-max-concurrency 2 --key-rate 1",
+		Args: wantArgs("QUEUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var change model.QueueChange
 			f := cmd.Flags()
@@ -138,6 +164,15 @@ across all servers (0: no bound); --rate bounds the tasks started per second
 			}
 			if f.Changed("burst") {
 				change.RateBurst = &burst
+			}
+			if f.Changed("key-max-concurrency") {
+				change.KeyMaxConcurrency = &keyConc
+			}
+			if f.Changed("key-rate") {
+				change.KeyRateLimit = &keyRate
+			}
+			if f.Changed("key-burst") {
+				change.KeyRateBurst = &keyBurst
 			}
 			return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {
 				var q *model.QueueView
@@ -163,6 +198,9 @@ across all servers (0: no bound); --rate bounds the tasks started per second
 	cmd.Flags().IntVar(&maxConc, "max-concurrency", 0, "most tasks of the queue running at once, across all servers (0: no bound)")
 	cmd.Flags().Float64Var(&rate, "rate", 0, "most tasks started per second (0: no limit)")
 	cmd.Flags().IntVar(&burst, "burst", 0, "tasks that may start at once above the rate")
+	cmd.Flags().IntVar(&keyConc, "key-max-concurrency", 0, "most tasks of one fair-sharing key running at once, across all servers (0: no bound)")
+	cmd.Flags().Float64Var(&keyRate, "key-rate", 0, "most tasks of one key started per second (0: no limit)")
+	cmd.Flags().IntVar(&keyBurst, "key-burst", 0, "tasks of one key that may start at once above the key rate")
 	return cmd
 }
 
@@ -249,6 +287,12 @@ func settingsText(s *model.SettingsView) string {
 	}
 	if s.LeaseMS > 0 {
 		parts = append(parts, "lease "+ms(s.LeaseMS))
+	}
+	if s.KeyMaxConcurrency > 0 {
+		parts = append(parts, "per key max concurrency "+itoa(s.KeyMaxConcurrency))
+	}
+	if s.KeyRateLimit > 0 {
+		parts = append(parts, fmt.Sprintf("per key rate %g/s, burst %d", s.KeyRateLimit, max(s.KeyRateBurst, 1)))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -118,7 +119,20 @@ func taskTable(w io.Writer, state string, tasks []*apiclient.Task) error {
 	if col == "" {
 		col = "DUE"
 	}
-	t := newTable(w, "ID", "TYPE", "RETRIED", col, "LAST ERROR")
+	// The PRIO and KEY columns appear when a task of the page has one.
+	var prio, key bool
+	for _, task := range tasks {
+		prio = prio || task.Priority != 0
+		key = key || task.Key != ""
+	}
+	head := []string{"ID", "TYPE"}
+	if prio {
+		head = append(head, "PRIO")
+	}
+	if key {
+		head = append(head, "KEY")
+	}
+	t := newTable(w, append(head, "RETRIED", col, "LAST ERROR")...)
 	for _, task := range tasks {
 		at := task.NextProcessAt
 		switch state {
@@ -129,7 +143,14 @@ func taskTable(w io.Writer, state string, tasks []*apiclient.Task) error {
 		case "active":
 			at = nil
 		}
-		t.row(task.ID, task.Type, fmt.Sprintf("%d/%d", task.Retried, task.MaxRetry), when(at), clip(task.LastError, 60))
+		cells := []string{task.ID, task.Type}
+		if prio {
+			cells = append(cells, strconv.Itoa(task.Priority))
+		}
+		if key {
+			cells = append(cells, clip(task.Key, 40))
+		}
+		t.row(append(cells, fmt.Sprintf("%d/%d", task.Retried, task.MaxRetry), when(at), clip(task.LastError, 60))...)
 	}
 	return t.flush()
 }
@@ -188,6 +209,10 @@ func printTask(w io.Writer, task *apiclient.Task) error {
 	opt("timeout", ms(task.TimeoutMS))
 	opt("deadline", when(task.Deadline))
 	opt("group", task.Group)
+	if task.Priority != 0 {
+		t.row("priority", strconv.Itoa(task.Priority))
+	}
+	opt("key", task.Key)
 	if task.IsOrphaned {
 		t.row("orphaned", "yes: its worker stopped renewing the lease; it will be recovered")
 	}

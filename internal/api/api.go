@@ -343,6 +343,7 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 	v1("DELETE /v1/queues/{queue}", h.deleteQueue)
 	v1("POST /v1/queues/{queue}/pause", h.pauseQueue)
 	v1("POST /v1/queues/{queue}/resume", h.resumeQueue)
+	v1("GET /v1/queues/{queue}/keys", h.listKeys)
 
 	v1("POST /v1/queues/{queue}/tasks", h.enqueue)
 	v1("POST /v1/queues/{queue}/tasks/batch", h.enqueueBatch)

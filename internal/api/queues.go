@@ -103,6 +103,31 @@ func (h *handler) getQueue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, model.NewQueueView(q, info))
 }
 
+// listKeys: GET /v1/queues/{queue}/keys lists the queue's fair-sharing
+// keys that have pending or running tasks, with their counts.
+func (h *handler) listKeys(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("queue")
+	if _, _, err := h.lookupQueue(r.Context(), name); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	keys, err := h.inspector.Keys(name)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	type keyJSON struct {
+		Key     string `json:"key"`
+		Pending int    `json:"pending"`
+		Active  int    `json:"active"`
+	}
+	out := make([]keyJSON, len(keys))
+	for i, k := range keys {
+		out[i] = keyJSON{Key: k.Key, Pending: k.Pending, Active: k.Active}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+}
+
 // listQueues: GET /v1/queues lists every queue, defined or known to the
 // storage, sorted by name.
 func (h *handler) listQueues(w http.ResponseWriter, r *http.Request) {

@@ -213,6 +213,8 @@ type taskJSON struct {
 	TimeoutMS     int64           `json:"timeout_ms,omitempty"`
 	Deadline      *time.Time      `json:"deadline,omitempty"`
 	Group         string          `json:"group,omitempty"`
+	Priority      int             `json:"priority,omitempty"`
+	Key           string          `json:"key,omitempty"`
 	NextProcessAt *time.Time      `json:"next_process_at,omitempty"`
 	IsOrphaned    bool            `json:"is_orphaned,omitempty"`
 	RetentionMS   int64           `json:"retention_ms,omitempty"`
@@ -249,6 +251,7 @@ func newTaskJSON(info *htq.TaskInfo) *taskJSON {
 		LastFailedAt: timePtr(info.LastFailedAt), TimeoutMS: info.Timeout.Milliseconds(),
 		Deadline: timePtr(info.Deadline), Group: info.Group, NextProcessAt: timePtr(info.NextProcessAt),
 		IsOrphaned: info.IsOrphaned, RetentionMS: info.Retention.Milliseconds(), CompletedAt: timePtr(info.CompletedAt),
+		Priority: info.Priority, Key: info.Key,
 	}
 	payload := info.Payload
 	if info.Type == model.TypeURL {

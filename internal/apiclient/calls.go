@@ -27,6 +27,8 @@ type Task struct {
 	TimeoutMS     int64           `json:"timeout_ms,omitempty"`
 	Deadline      *time.Time      `json:"deadline,omitempty"`
 	Group         string          `json:"group,omitempty"`
+	Priority      int             `json:"priority,omitempty"`
+	Key           string          `json:"key,omitempty"`
 	NextProcessAt *time.Time      `json:"next_process_at,omitempty"`
 	IsOrphaned    bool            `json:"is_orphaned,omitempty"`
 	RetentionMS   int64           `json:"retention_ms,omitempty"`
@@ -242,6 +244,24 @@ func (c *Client) Groups(ctx context.Context, queue string) ([]*Group, error) {
 	}
 	err := c.do(ctx, "GET", path("queues", queue, "groups"), nil, nil, &out)
 	return out.Groups, err
+}
+
+// Key is one fair-sharing key of a queue with its pending and running
+// tasks.
+type Key struct {
+	Key     string `json:"key"`
+	Pending int    `json:"pending"`
+	Active  int    `json:"active"`
+}
+
+// Keys lists a queue's fair-sharing keys that have pending or running
+// tasks: GET /v1/queues/{queue}/keys.
+func (c *Client) Keys(ctx context.Context, queue string) ([]*Key, error) {
+	var out struct {
+		Keys []*Key `json:"keys"`
+	}
+	err := c.do(ctx, "GET", path("queues", queue, "keys"), nil, nil, &out)
+	return out.Keys, err
 }
 
 // RotateToken replaces the service's stored token; the one the client

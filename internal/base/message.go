@@ -42,6 +42,16 @@ type TaskMessage struct {
 	// that group.
 	GroupKey string
 
+	// Priority (0 to MaxPriority) orders the queue's pending tasks: a task
+	// of a higher priority is fetched before any of a lower one, in the
+	// order they became pending within one priority. 0 is the default.
+	Priority int
+	// Key, when not empty, is the task's fair-sharing key (a tenant, a
+	// user): the queue serves the keys of its pending tasks in turn and
+	// applies its per-key limits (QueueSettings.KeyConcurrency, KeyRate).
+	// A task has a Key or a Priority, not both.
+	Key string
+
 	// LastErr is the error message of the last failed attempt.
 	LastErr string
 	// LastFailedAt is when the last attempt failed (zero if never).
@@ -95,6 +105,9 @@ func (m *TaskMessage) Validate() error {
 			return err
 		}
 	}
+	if err := m.validateLane(); err != nil {
+		return err
+	}
 	return ValidateHeaders(m.Headers)
 }
 
@@ -126,6 +139,23 @@ func ValidateHeaders(h map[string]string) error {
 	}
 	if size > MaxHeadersSize {
 		return fmt.Errorf("%w: headers are %d bytes, the limit is %d", ErrInvalidArgument, size, MaxHeadersSize)
+	}
+	return nil
+}
+
+// validateLane checks Priority and Key, the fields that choose where a
+// pending task waits.
+func (m *TaskMessage) validateLane() error {
+	if m.Priority < 0 || m.Priority > MaxPriority {
+		return fmt.Errorf("%w: priority %d is outside 0 to %d", ErrInvalidArgument, m.Priority, MaxPriority)
+	}
+	if m.Key != "" {
+		if err := ValidateFairKey(m.Key); err != nil {
+			return err
+		}
+		if m.Priority != 0 {
+			return fmt.Errorf("%w: a task has a priority or a fair-sharing key, not both (priority %d, key %q)", ErrInvalidArgument, m.Priority, m.Key)
+		}
 	}
 	return nil
 }
@@ -162,7 +192,8 @@ func (m *TaskMessage) SameEnqueue(o *TaskMessage) bool {
 		(m.Payload == nil) == (o.Payload == nil) && string(m.Payload) == string(o.Payload) &&
 		m.MaxRetry == o.MaxRetry && m.Timeout == o.Timeout && m.Deadline.Equal(o.Deadline) &&
 		m.UniqueKey == o.UniqueKey && (m.UniqueKey == "" || m.UniqueTTL == o.UniqueTTL) &&
-		m.Retention == o.Retention && m.GroupKey == o.GroupKey
+		m.Retention == o.Retention && m.GroupKey == o.GroupKey &&
+		m.Priority == o.Priority && m.Key == o.Key
 }
 
 // TaskInfo describes a task as stored, for Enqueue's answer and the

@@ -68,6 +68,22 @@ func ValidateGroupKey(key string) error {
 	return validateKeyPart("group key", key)
 }
 
+// MaxPriority is the highest task priority; 0 is the lowest and the
+// default.
+const MaxPriority = 9
+
+// ValidateFairKey checks a fair-sharing key: 1 to MaxQueueNameLen bytes
+// with the same character rules as queue names.
+func ValidateFairKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: fair-sharing key is empty", ErrInvalidArgument)
+	}
+	if len(key) > MaxQueueNameLen {
+		return fmt.Errorf("%w: fair-sharing key is %d bytes, more than %d", ErrInvalidArgument, len(key), MaxQueueNameLen)
+	}
+	return validateKeyPart("fair-sharing key", key)
+}
+
 // ValidateTaskType checks a task type: non-empty, at most MaxTypeLen bytes,
 // valid UTF-8 without control characters.
 func ValidateTaskType(typ string) error {

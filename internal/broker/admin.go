@@ -64,6 +64,10 @@ type Admin interface {
 	// can read its result.
 	WatchTask(ctx context.Context, queue, id string) (*base.TaskInfo, error)
 
+	// ListKeys lists the fair-sharing keys of a queue that have pending or
+	// active tasks, sorted by key, with their counts: O(keys).
+	ListKeys(ctx context.Context, queue string) ([]KeyStats, error)
+
 	// ListGroups lists the groups of a queue that hold aggregating tasks,
 	// sorted by name, with their sizes.
 	ListGroups(ctx context.Context, queue string) ([]GroupStats, error)
@@ -146,6 +150,22 @@ type QueueSettings struct {
 	// LeaseDuration, when set, replaces the servers' lease for this
 	// queue's tasks (for long tasks).
 	LeaseDuration time.Duration
+
+	// KeyMaxConcurrency bounds the active tasks of one fair-sharing key
+	// (base.TaskMessage.Key) across all servers (0: no bound).
+	KeyMaxConcurrency int
+	// KeyRateLimit bounds how many tasks of one key start per second
+	// across all servers (0: no bound), with bursts of up to KeyRateBurst
+	// (default 1).
+	KeyRateLimit float64
+	KeyRateBurst int
+}
+
+// KeyStats describes one fair-sharing key of a queue: its pending tasks
+// (of priority 0, the only ones a key holds) and its active ones.
+type KeyStats struct {
+	Key             string
+	Pending, Active int
 }
 
 // GroupStats describes one group of aggregating tasks.

@@ -69,10 +69,24 @@ type Broker interface {
 	// before it, the batch's own included.
 	EnqueueBatch(ctx context.Context, ps []EnqueueParams) []error
 
-	// Fetch moves up to p.Max pending tasks of p.Queue to active, oldest
-	// first, and grants each a lease of p.LeaseDuration (from the storage's
-	// clock) with a fresh token. A paused queue yields nothing. An empty
-	// result with a nil error means there was nothing to fetch.
+	// Fetch moves up to p.Max pending tasks of p.Queue to active and
+	// grants each a lease of p.LeaseDuration (from the storage's clock)
+	// with a fresh token. A paused queue yields nothing. An empty result
+	// with a nil error means there was nothing to fetch.
+	//
+	// The order: tasks of a higher Priority first; within one priority,
+	// oldest first — except that the tasks of priority 0 wait in lanes,
+	// one for those without a fair-sharing Key and one per key, and the
+	// lanes are served in turn (round robin): each turn takes the oldest
+	// task of the lane at the front of the rotation and puts the lane at
+	// its back. A lane joins the rotation at its back when it gets a task
+	// (the lane without a key: when a fetch or a keyed lane's joining finds
+	// it holding tasks). A key whose active tasks reach KeyMaxConcurrency
+	// leaves the rotation until one of them ends; a key whose rate bucket
+	// (KeyRateLimit, KeyRateBurst; it starts full) is empty leaves it
+	// until a token is due, and rejoins at the first Fetch from then on,
+	// keys in order of that time, then of name. The queue's own limits
+	// (MaxConcurrency, RateLimit) bound the whole fetch.
 	Fetch(ctx context.Context, p FetchParams) ([]*Lease, error)
 	// Complete finishes active tasks that succeeded: each goes to completed
 	// (Retention > 0, with its result and completion time) or is deleted,

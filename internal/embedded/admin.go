@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/htqueue/htq/internal/base"
@@ -79,8 +80,8 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 	if c := q.counters[allTime]; c != nil {
 		st.ProcessedTotal, st.FailedTotal = c[0], c[1]
 	}
-	if h := q.pending.first(); h != nil {
-		// The task fetched next; a requeued task counts from its requeue.
+	if h := q.pending.oldestHead(); h != nil {
+		// A requeued task counts from its requeue.
 		st.OldestPending = h.at
 	}
 	st.MemoryBytes = -1
@@ -467,7 +468,8 @@ func (b *Broker) DeleteQueue(ctx context.Context, queue string, force bool) erro
 
 // SetQueueSettings stores settings every Fetch of the queue obeys.
 func (b *Broker) SetQueueSettings(ctx context.Context, queue string, s broker.QueueSettings) error {
-	if s.MaxConcurrency < 0 || s.RateLimit < 0 || math.IsNaN(s.RateLimit) || math.IsInf(s.RateLimit, 0) || s.RateBurst < 0 || s.LeaseDuration < 0 {
+	if s.MaxConcurrency < 0 || s.RateLimit < 0 || math.IsNaN(s.RateLimit) || math.IsInf(s.RateLimit, 0) || s.RateBurst < 0 || s.LeaseDuration < 0 ||
+		s.KeyMaxConcurrency < 0 || s.KeyRateLimit < 0 || math.IsNaN(s.KeyRateLimit) || math.IsInf(s.KeyRateLimit, 0) || s.KeyRateBurst < 0 {
 		return fmt.Errorf("%w: queue settings %+v: negative or not a number", base.ErrInvalidArgument, s)
 	}
 	if err := b.adminBegin(ctx, "set queue settings", queue); err != nil {
@@ -485,6 +487,7 @@ func (b *Broker) SetQueueSettings(ctx context.Context, queue string, s broker.Qu
 		q.tokens, q.tokensAt = 0, time.Time{}
 	}
 	q.settings = s
+	q.pending.settingsChanged(&q.settings, now)
 	b.saveQueue(q)
 	tk := b.durable()
 	b.mu.Unlock()
@@ -548,6 +551,27 @@ func (b *Broker) ListGroups(ctx context.Context, queue string) ([]broker.GroupSt
 		}
 		return 0
 	})
+	return out, nil
+}
+
+// ListKeys lists the fair-sharing keys of a queue with pending or active
+// tasks, sorted by key.
+func (b *Broker) ListKeys(ctx context.Context, queue string) ([]broker.KeyStats, error) {
+	if err := b.adminBegin(ctx, "list keys", queue); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	q := b.queues[queue]
+	if q == nil {
+		return nil, nil
+	}
+	out := make([]broker.KeyStats, 0, len(q.pending.keys))
+	for k, kl := range q.pending.keys {
+		if kl.pending.Len() > 0 || kl.held > 0 {
+			out = append(out, broker.KeyStats{Key: k, Pending: kl.pending.Len(), Active: kl.held})
+		}
+	}
+	slices.SortFunc(out, func(a, c broker.KeyStats) int { return strings.Compare(a.Key, c.Key) })
 	return out, nil
 }
 

@@ -264,6 +264,9 @@ func (b *Broker) load() error {
 			return fmt.Errorf("%w: %s: task %q of queue %q stored twice", ErrCorrupt, b.store.file, t.msg.ID, q.name)
 		}
 		q.tasks[t.msg.ID] = t
+		if t.state == base.StateActive && t.msg.Key != "" {
+			q.pending.key(t.msg.Key).held++
+		}
 		switch t.state {
 		case base.StatePending:
 			inPending[q] = append(inPending[q], t)

@@ -81,21 +81,25 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 				bad("task %q holds a uniqueness lock without a key", id)
 			}
 		}
-		// The pending list: ordered by strictly increasing order, sizes
-		// right, all pending tasks.
+		// The pending lanes: each ordered by strictly increasing order,
+		// sizes right, all pending tasks, each in its own lane.
 		var prev *task
-		if err := q.pending.check(func(t *task) {
+		var prevLane *pendingList
+		if err := q.pending.check(func(l *pendingList, t *task) {
 			seen++
 			if q.tasks[t.msg.ID] != t || t.state != base.StatePending {
 				bad("pending list of %q holds %q in state %v", name, t.msg.ID, t.state)
 			}
-			if prev != nil && prev.order >= t.order {
+			if l != q.pending.laneOf(t) {
+				bad("pending task %q of %q is in another lane than its own", t.msg.ID, name)
+			}
+			if prev != nil && prevLane == l && prev.order >= t.order {
 				bad("pending list of %q: %q has order %d after order %d", name, t.msg.ID, t.order, prev.order)
 			}
-			if t.order < q.pending.front || t.order > q.pending.back {
-				bad("pending task %q has order %d outside [%d, %d]", t.msg.ID, t.order, q.pending.front, q.pending.back)
+			if t.order < l.front || t.order > l.back {
+				bad("pending task %q has order %d outside [%d, %d]", t.msg.ID, t.order, l.front, l.back)
 			}
-			prev = t
+			prev, prevLane = t, l
 		}); err != nil {
 			bad("pending list of %q: %v", name, err)
 		}
@@ -137,6 +141,7 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 				bad("uniqueness lock %q of %q held by %q wrongly", key, name, t.msg.ID)
 			}
 		}
+		q.pending.checkKeys(name, q.tasks, bad)
 	}
 	if b.store != nil && len(errs) == 0 {
 		recs, err := b.store.records()

@@ -219,9 +219,11 @@ func (b *Broker) fetch(p broker.FetchParams) (out []*broker.Lease, newest uint64
 	if err != nil {
 		return nil, 0, err
 	}
+	var held time.Duration // keys' limits hold every pending task back
 	for len(out) < limit {
-		t := q.pending.popFront()
+		t, wait := q.pending.popFront(&q.settings, now)
 		if t == nil {
+			held = wait
 			break
 		}
 		newest = max(newest, t.seq)
@@ -235,6 +237,9 @@ func (b *Broker) fetch(p broker.FetchParams) (out []*broker.Lease, newest uint64
 	}
 	if q.settings.RateLimit > 0 {
 		q.tokens, q.tokensAt = tokens-float64(len(out)), now
+	}
+	if len(out) == 0 && held > 0 {
+		return nil, 0, &broker.ThrottledError{Queue: q.name, RetryIn: held}
 	}
 	return out, newest, nil
 }
@@ -290,10 +295,14 @@ func (b *Broker) held(l broker.LeaseRef) (*queue, *task, error) {
 }
 
 // endLease takes an active task out of the active index and clears its
-// lease. The caller holds b.mu.
-func endLease(q *queue, t *task) {
+// lease; its key's slot is free again, and a key that its limit held back
+// rejoins the rotation (with an EventReady). The caller holds b.mu.
+func (b *Broker) endLease(q *queue, t *task, now time.Time) {
 	q.unindex(t)
 	t.token, t.at = "", time.Time{}
+	if t.msg.Key != "" && q.pending.release(t, &q.settings, now) && !q.paused {
+		b.emit(broker.EventReady, q.name)
+	}
 }
 
 // removeTask deletes t for good, releasing its uniqueness lock. The caller
@@ -322,7 +331,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 			errs[i] = fmt.Errorf("complete: %w", err)
 			continue
 		}
-		endLease(q, t)
+		b.endLease(q, t, now)
 		q.releaseLock(t)
 		b.count(q, statProcessed, now)
 		keep := t.msg.Retention
@@ -384,7 +393,7 @@ func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
 		b.mu.Unlock()
 		return fmt.Errorf("retry: %w", err)
 	}
-	endLease(q, t)
+	b.endLease(q, t, now)
 	if p.IsFailure {
 		t.msg.Retried++
 	}
@@ -422,7 +431,7 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 		b.mu.Unlock()
 		return fmt.Errorf("archive: %w", err)
 	}
-	endLease(q, t)
+	b.endLease(q, t, now)
 	t.msg.LastErr = p.ErrMsg
 	t.msg.LastFailedAt = now
 	t.state = base.StateArchived
@@ -469,10 +478,11 @@ func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
 		b.mu.Unlock()
 		return fmt.Errorf("requeue: %w", err)
 	}
-	endLease(q, t)
+	now := b.now()
+	b.endLease(q, t, now)
 	before := q.pending.Len()
 	t.state = base.StatePending
-	t.at = b.now() // pending since
+	t.at = now // pending since
 	q.pending.pushFront(t)
 	b.putTask(t)
 	b.logEvent(q.name, broker.LogRetried, t.msg.ID, base.StatePending, "", t.at)

@@ -25,10 +25,12 @@ const recordVersion = 1
 //	tagHeaders  propagated headers (TaskMessage.Headers): uvarint count
 //	            (at least 1), then each name and value as strings, names
 //	            in increasing byte order
+//	tagPriority TaskMessage.Priority (1 to base.MaxPriority) as a uvarint
+//	tagKey      TaskMessage.Key (not empty) as a string
 func encodeTask(t *task) []byte {
 	m := t.msg
 	n := 64 + len(m.ID) + len(m.Type) + len(m.Payload) + len(m.Queue) + len(m.UniqueKey) +
-		len(m.GroupKey) + len(m.LastErr) + len(t.token) + len(t.result)
+		len(m.GroupKey) + len(m.LastErr) + len(t.token) + len(t.result) + len(m.Key)
 	e := encoder{b: make([]byte, 0, n+12*10)}
 	e.b = append(e.b, recordVersion)
 	e.uvarint(uint64(t.state))
@@ -56,12 +58,22 @@ func encodeTask(t *task) []byte {
 		e.uvarint(tagHeaders)
 		e.headers(m.Headers)
 	}
+	if m.Priority != 0 {
+		e.uvarint(tagPriority)
+		e.uvarint(uint64(m.Priority))
+	}
+	if m.Key != "" {
+		e.uvarint(tagKey)
+		e.str(m.Key)
+	}
 	return e.b
 }
 
 // Tags of the optional fields of a record.
 const (
-	tagHeaders = 1
+	tagHeaders  = 1
+	tagPriority = 2
+	tagKey      = 3
 )
 
 // errBadRecord marks a record that cannot be decoded.
@@ -117,6 +129,16 @@ func decodeTask(seq uint64, b []byte, intern func([]byte) string) (*task, error)
 			d.fail("optional field order")
 		case tag == tagHeaders:
 			m.Headers = d.headers()
+		case tag == tagPriority:
+			p := d.uvarint()
+			if p == 0 || p > base.MaxPriority {
+				d.fail("priority")
+			}
+			m.Priority = int(p)
+		case tag == tagKey:
+			if m.Key = d.str(); m.Key == "" {
+				d.fail("key")
+			}
 		default:
 			d.fail(fmt.Sprintf("optional field (unknown tag %d)", tag))
 		}

@@ -26,7 +26,11 @@ func sampleTask() *task {
 func TestRecordRoundTrip(t *testing.T) {
 	traced := sampleTask()
 	traced.m.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "", "a": "b"}
-	for _, tk := range []*task{sampleTask(), traced, {seq: 1, state: base.StatePending, m: base.TaskMessage{Queue: "q", ID: "i", Type: "t"}}} {
+	prio, keyed := sampleTask(), sampleTask()
+	prio.m.Priority = 9
+	keyed.m.Key = "tenant-1"
+	keyed.m.Headers = traced.m.Headers
+	for _, tk := range []*task{sampleTask(), traced, prio, keyed, {seq: 1, state: base.StatePending, m: base.TaskMessage{Queue: "q", ID: "i", Type: "t"}}} {
 		tk.msg = &tk.m
 		rec := encodeTask(tk)
 		got, err := decodeTask(tk.seq, rec, nil)
@@ -37,6 +41,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			t.Errorf("re-encoded record differs:\n%q\n%q", rec, again)
 		}
 		if got.msg.ID != tk.msg.ID || got.msg.UniqueTTL != tk.msg.UniqueTTL || !got.at.Equal(tk.at) || (got.result == nil) != (tk.result == nil) ||
+			got.msg.Priority != tk.msg.Priority || got.msg.Key != tk.msg.Key ||
 			!maps.Equal(got.msg.Headers, tk.msg.Headers) || (got.msg.Headers == nil) != (tk.msg.Headers == nil) {
 			t.Errorf("decoded %+v, want %+v", got.msg, tk.msg)
 		}
@@ -68,6 +73,10 @@ func TestRecordRefusesNonCanonical(t *testing.T) {
 		"more headers than bytes":  withTail(tagHeaders, 5, 1, 'a', 0),
 		"headers given twice":      withTail(tagHeaders, 1, 1, 'a', 0, tagHeaders, 1, 1, 'b', 0),
 		"a header value cut short": withTail(tagHeaders, 1, 1, 'a', 5, 'x'),
+		"priority 0":               withTail(tagPriority, 0),
+		"priority 10":              withTail(tagPriority, 10),
+		"an empty key":             withTail(tagKey, 0),
+		"key before priority":      withTail(tagKey, 1, 'k', tagPriority, 1),
 	} {
 		if _, err := decodeTask(1, rec, nil); err == nil {
 			t.Errorf("%s: decoded", name)
@@ -111,6 +120,9 @@ func FuzzDecodeTask(f *testing.F) {
 	f.Add(encodeTask(minimal))
 	minimal.m.Headers = map[string]string{"traceparent": "x", "a": ""}
 	f.Add(encodeTask(minimal))
+	keyed := sampleTask()
+	keyed.m.Key = "k"
+	f.Add(encodeTask(keyed))
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		tk, err := decodeTask(1, rec, nil)
 		if err != nil {

@@ -66,6 +66,12 @@ func TestReopenKeepsEverything(t *testing.T) {
 		case r < 35:
 			n++
 			m := &base.TaskMessage{ID: fmt.Sprintf("t%d", n), Type: "x", Queue: q, Payload: []byte{byte(n)}, MaxRetry: 3}
+			switch rng.IntN(3) {
+			case 0:
+				m.Priority = rng.IntN(base.MaxPriority + 1)
+			case 1:
+				m.Key = fmt.Sprintf("k%d", rng.IntN(4))
+			}
 			if rng.IntN(4) == 0 {
 				m.UniqueKey, m.UniqueTTL = fmt.Sprintf("u%d", rng.IntN(5)), time.Minute
 			}

@@ -71,7 +71,7 @@ type queue struct {
 	sets map[string]*aggSet
 
 	tasks     map[string]*task
-	pending   pendingList
+	pending   lanes
 	active    *taskTree // by lease deadline (task.at, as in every tree)
 	scheduled *taskTree // by due time
 	retry     *taskTree // by due time
@@ -121,7 +121,9 @@ func (a *aggSet) remove(t *task) {
 }
 
 // entry encodes q's persistent part, the value of its queues entry: flags,
-// then max concurrency, rate limit (float64 bits), burst and lease.
+// then max concurrency, rate limit (float64 bits), burst and lease, and
+// when one is set the per-key limits: max concurrency, rate (float64
+// bits), burst.
 func (q *queue) entry() []byte {
 	var flags byte
 	if q.paused {
@@ -134,7 +136,13 @@ func (q *queue) entry() []byte {
 	b = binary.AppendUvarint(b, uint64(q.settings.MaxConcurrency))
 	b = binary.BigEndian.AppendUint64(b, math.Float64bits(q.settings.RateLimit))
 	b = binary.AppendUvarint(b, uint64(q.settings.RateBurst))
-	return binary.AppendVarint(b, int64(q.settings.LeaseDuration))
+	b = binary.AppendVarint(b, int64(q.settings.LeaseDuration))
+	if s := q.settings; s.KeyMaxConcurrency != 0 || s.KeyRateLimit != 0 || s.KeyRateBurst != 0 {
+		b = binary.AppendUvarint(b, uint64(s.KeyMaxConcurrency))
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(s.KeyRateLimit))
+		b = binary.AppendUvarint(b, uint64(s.KeyRateBurst))
+	}
+	return b
 }
 
 // setEntry reads an entry written by entry. An entry of one byte (flags
@@ -156,6 +164,13 @@ func (q *queue) setEntry(b []byte) error {
 	}
 	q.settings.RateBurst = int(d.uvarint())
 	q.settings.LeaseDuration = time.Duration(d.varint())
+	if d.err == nil && len(d.b) > 0 {
+		q.settings.KeyMaxConcurrency = int(d.uvarint())
+		if kr := d.raw(8); len(kr) == 8 {
+			q.settings.KeyRateLimit = math.Float64frombits(binary.BigEndian.Uint64(kr))
+		}
+		q.settings.KeyRateBurst = int(d.uvarint())
+	}
 	return d.err
 }
 
@@ -188,7 +203,7 @@ func (q *queue) treeOf(s base.TaskState) *taskTree {
 }
 
 // index puts t into the structure of its state (a pending task at the back
-// of the list, with a new order).
+// of its lane, with a new order).
 func (q *queue) index(t *task) {
 	switch t.state {
 	case base.StatePending:

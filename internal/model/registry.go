@@ -295,6 +295,9 @@ type QueueChange struct {
 	RateLimit           *float64 `json:"rate_limit"`
 	RateBurst           *int     `json:"rate_burst"`
 	LeaseMS             *int64   `json:"lease_ms"`
+	KeyMaxConcurrency   *int     `json:"key_max_concurrency"`
+	KeyRateLimit        *float64 `json:"key_rate_limit"`
+	KeyRateBurst        *int     `json:"key_rate_burst"`
 	Paused              *bool    `json:"paused"`
 }
 
@@ -324,7 +327,8 @@ func (c *QueueChange) ApplyPolicy(q *Queue) {
 
 // HasSettings reports whether the change sets a storage setting.
 func (c *QueueChange) HasSettings() bool {
-	return c.MaxConcurrency != nil || c.RateLimit != nil || c.RateBurst != nil || c.LeaseMS != nil
+	return c.MaxConcurrency != nil || c.RateLimit != nil || c.RateBurst != nil || c.LeaseMS != nil ||
+		c.KeyMaxConcurrency != nil || c.KeyRateLimit != nil || c.KeyRateBurst != nil
 }
 
 // ApplySettings copies the change's settings onto s and checks them.
@@ -346,6 +350,18 @@ func (c *QueueChange) ApplySettings(s *htq.QueueSettings) error {
 	}
 	if s.MaxConcurrency < 0 || s.RateBurst < 0 || s.RateLimit < 0 || math.IsNaN(s.RateLimit) || math.IsInf(s.RateLimit, 0) {
 		return invalid("max_concurrency, rate_limit and rate_burst must be finite and not negative")
+	}
+	if c.KeyMaxConcurrency != nil {
+		s.KeyMaxConcurrency = *c.KeyMaxConcurrency
+	}
+	if c.KeyRateLimit != nil {
+		s.KeyRateLimit = *c.KeyRateLimit
+	}
+	if c.KeyRateBurst != nil {
+		s.KeyRateBurst = *c.KeyRateBurst
+	}
+	if s.KeyMaxConcurrency < 0 || s.KeyRateBurst < 0 || s.KeyRateLimit < 0 || math.IsNaN(s.KeyRateLimit) || math.IsInf(s.KeyRateLimit, 0) {
+		return invalid("key_max_concurrency, key_rate_limit and key_rate_burst must be finite and not negative")
 	}
 	return nil
 }

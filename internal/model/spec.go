@@ -54,6 +54,10 @@ type TaskOptions struct {
 	Unique    *Duration `json:"unique,omitempty"`
 	TaskID    string    `json:"task_id,omitempty"`
 	Retention *Duration `json:"retention,omitempty"`
+	// Priority (0 to 9, higher first) orders the queue's pending tasks
+	// (htq.Priority); Key is a fair-sharing key (htq.Key). Not both.
+	Priority *int   `json:"priority,omitempty"`
+	Key      string `json:"key,omitempty"`
 	// Group is refused (see errGroupOverHTTP); it is kept as a field so
 	// that a client that sends it hears why instead of "unknown field".
 	Group string `json:"group,omitempty"`
@@ -217,6 +221,12 @@ func (o *TaskOptions) Options(dst []htq.Option) ([]htq.Option, error) {
 	}
 	if o.Retention != nil {
 		dst = append(dst, htq.Retention(time.Duration(*o.Retention)))
+	}
+	if o.Priority != nil {
+		dst = append(dst, htq.Priority(*o.Priority))
+	}
+	if o.Key != "" {
+		dst = append(dst, htq.Key(o.Key))
 	}
 	return dst, nil
 }

@@ -20,10 +20,13 @@ type QueueView struct {
 
 // SettingsView is a queue's storage settings (htq.QueueSettings).
 type SettingsView struct {
-	MaxConcurrency int     `json:"max_concurrency"`
-	RateLimit      float64 `json:"rate_limit"`
-	RateBurst      int     `json:"rate_burst"`
-	LeaseMS        int64   `json:"lease_ms"`
+	MaxConcurrency    int     `json:"max_concurrency"`
+	RateLimit         float64 `json:"rate_limit"`
+	RateBurst         int     `json:"rate_burst"`
+	LeaseMS           int64   `json:"lease_ms"`
+	KeyMaxConcurrency int     `json:"key_max_concurrency,omitempty"`
+	KeyRateLimit      float64 `json:"key_rate_limit,omitempty"`
+	KeyRateBurst      int     `json:"key_rate_burst,omitempty"`
 }
 
 // StatsView is a snapshot of a queue's tasks (htq.QueueInfo); Processed
@@ -77,8 +80,10 @@ func NewQueueView(q *Queue, info *htq.QueueInfo) *QueueView {
 		return out
 	}
 	out.Paused = info.Paused
-	out.Settings = SettingsView{MaxConcurrency: info.Settings.MaxConcurrency, RateLimit: info.Settings.RateLimit,
-		RateBurst: info.Settings.RateBurst, LeaseMS: info.Settings.LeaseDuration.Milliseconds()}
+	s := info.Settings
+	out.Settings = SettingsView{MaxConcurrency: s.MaxConcurrency, RateLimit: s.RateLimit,
+		RateBurst: s.RateBurst, LeaseMS: s.LeaseDuration.Milliseconds(),
+		KeyMaxConcurrency: s.KeyMaxConcurrency, KeyRateLimit: s.KeyRateLimit, KeyRateBurst: s.KeyRateBurst}
 	out.Stats = StatsView{Size: info.Size, Pending: info.Pending, Active: info.Active, Scheduled: info.Scheduled,
 		Retry: info.Retry, Archived: info.Archived, Completed: info.Completed, Aggregating: info.Aggregating,
 		Groups: info.Groups, Processed: info.Processed, Failed: info.Failed, ProcessedTotal: info.ProcessedTotal,

@@ -27,7 +27,7 @@ func (b *Broker) Forward(ctx context.Context, queue string, limit int) (broker.F
 	}
 	v, err := b.run(ctx, call{
 		s:    scriptForward,
-		keys: []string{k.scheduled, k.retry, k.pending, k.task, k.events},
+		keys: []string{k.scheduled, k.retry, k.pending, k.task, k.events, k.settings},
 		args: []string{b.nowArg(), strconv.Itoa(limit), channelEvents, k.name, b.logLen},
 	}).AsIntSlice()
 	if err != nil {
@@ -116,7 +116,7 @@ func (b *Broker) DeleteTask(ctx context.Context, queue, id string) error {
 	res, waitErr := b.runAcked(ctx, call{
 		s: scriptDelete,
 		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived, k.completed,
-			k.unique, k.group, k.groups, k.leases, k.events},
+			k.unique, k.group, k.groups, k.leases, k.events, k.settings},
 		args: []string{id, b.nowArg(), b.logLen},
 	})
 	n, err := res.AsInt64()
@@ -223,7 +223,7 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 		bad, err := b.run(ctx, call{
 			s: scriptInvariants,
 			keys: []string{k.task, k.pending, k.active, k.scheduled, k.retry,
-				k.archived, k.completed, k.groups, k.group, k.leases, ak.aggs, ak.agg},
+				k.archived, k.completed, k.groups, k.group, k.leases, ak.aggs, ak.agg, k.settings},
 			args: []string{k.taskPattern},
 		}).AsStrSlice()
 		if err != nil {

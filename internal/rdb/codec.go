@@ -28,6 +28,7 @@ import (
 //	[flagUnique]    uvarint len + UniqueKey, varint UniqueTTL (ns)
 //	[flagRetention] varint Retention (ns)
 //	[flagGroup]     uvarint len + GroupKey
+//	[flagLane]      uvarint Priority, uvarint len + Key (not both zero)
 //	[flagHeaders]   uvarint count (at least 1), then count times
 //	                uvarint len + name, uvarint len + value, names in
 //	                increasing byte order; then the length of all that
@@ -38,10 +39,12 @@ import (
 // them, finding where they start from the flag and the last two bytes
 // (lib.lua's content).
 //
-// A flag added later takes a free bit and puts its field where its bit's
+// A flag added later took a free bit and put its field where its bit's
 // order says; a message without it costs no byte and old messages decode
-// unchanged (flagHeaders took the top bit so that the bits below stay
-// free for fields of the task itself).
+// unchanged (flagHeaders took the top bit so that the bits below stayed
+// free for fields of the task itself). flagLane took the last free bit: a
+// field added later needs a new codec version (or a flag that announces
+// an extension byte).
 const codecVersion = 1
 
 const (
@@ -51,13 +54,14 @@ const (
 	flagUnique
 	flagRetention
 	flagGroup
+	flagLane // Priority or Key is set
 
 	// flagHeaders marks propagated headers (base.TaskMessage.Headers).
 	flagHeaders = 1 << 7
 
 	// flagsKnown is every flag this version writes; a message with another
 	// bit set was written by something else and is refused.
-	flagsKnown = flagPayload | flagTimeout | flagDeadline | flagUnique | flagRetention | flagGroup | flagHeaders
+	flagsKnown = flagPayload | flagTimeout | flagDeadline | flagUnique | flagRetention | flagGroup | flagLane | flagHeaders
 )
 
 var errCorrupt = errors.New("rdb: corrupt task message")
@@ -82,6 +86,9 @@ func encodeMessage(dst []byte, m *base.TaskMessage) []byte {
 	}
 	if m.GroupKey != "" {
 		flags |= flagGroup
+	}
+	if m.Priority != 0 || m.Key != "" {
+		flags |= flagLane
 	}
 	if len(m.Headers) > 0 {
 		flags |= flagHeaders
@@ -109,6 +116,10 @@ func encodeMessage(dst []byte, m *base.TaskMessage) []byte {
 	}
 	if flags&flagGroup != 0 {
 		dst = appendString(dst, m.GroupKey)
+	}
+	if flags&flagLane != 0 {
+		dst = binary.AppendUvarint(dst, uint64(m.Priority))
+		dst = appendString(dst, m.Key)
 	}
 	if flags&flagHeaders != 0 {
 		dst = appendHeaders(dst, m.Headers)
@@ -147,7 +158,8 @@ func appendString(dst []byte, s string) []byte {
 // only what encodeMessage writes: encoding the message it fills gives
 // blob back byte for byte. So it refuses unknown flag bits, a flag whose
 // field holds the value the encoder leaves out (an empty unique or group
-// key, a zero timeout, retention or deadline), varints that are not in
+// key, a zero timeout, retention or deadline, neither priority nor key),
+// a priority above base.MaxPriority, varints that are not in
 // their shortest form, a deadline's nanoseconds of a second or more, and a
 // count that does not fit an int.
 func decodeMessage(blob string, m *base.TaskMessage) error {
@@ -191,6 +203,15 @@ func decodeMessage(blob string, m *base.TaskMessage) error {
 		m.GroupKey = d.str()
 		d.bad = d.bad || m.GroupKey == ""
 	}
+	if flags&flagLane != 0 {
+		if p := d.uvarint(); p <= base.MaxPriority {
+			m.Priority = int(p)
+		} else {
+			d.bad = true
+		}
+		m.Key = d.str()
+		d.bad = d.bad || m.Priority == 0 && m.Key == ""
+	}
 	if flags&flagHeaders != 0 {
 		m.Headers = d.headers()
 	}
@@ -203,6 +224,7 @@ func decodeMessage(blob string, m *base.TaskMessage) error {
 		m.Type = strings.Clone(m.Type)
 		m.UniqueKey = strings.Clone(m.UniqueKey)
 		m.GroupKey = strings.Clone(m.GroupKey)
+		m.Key = strings.Clone(m.Key)
 	}
 	return nil
 }

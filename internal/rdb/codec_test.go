@@ -14,7 +14,8 @@ func sameMessage(t *testing.T, got, want *base.TaskMessage) {
 	if got.Type != want.Type || !bytes.Equal(got.Payload, want.Payload) || (got.Payload == nil) != (want.Payload == nil) ||
 		got.MaxRetry != want.MaxRetry || got.Timeout != want.Timeout || !got.Deadline.Equal(want.Deadline) ||
 		got.UniqueKey != want.UniqueKey || got.UniqueTTL != want.UniqueTTL || got.Retention != want.Retention ||
-		got.GroupKey != want.GroupKey || !maps.Equal(got.Headers, want.Headers) || (got.Headers == nil) != (want.Headers == nil) {
+		got.GroupKey != want.GroupKey || !maps.Equal(got.Headers, want.Headers) || (got.Headers == nil) != (want.Headers == nil) ||
+		got.Priority != want.Priority || got.Key != want.Key {
 		t.Errorf("decoded %+v, want %+v", got, want)
 	}
 }
@@ -31,6 +32,9 @@ func TestCodecRoundTrip(t *testing.T) {
 		{Type: "ünïcode", Payload: []byte("\x00\x01"), MaxRetry: 1 << 40},
 		{Type: "traced", Payload: []byte("p"), GroupKey: "g", Headers: map[string]string{
 			"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "congo=t61rcWkgMzE", "b": ""}},
+		{Type: "p", Priority: 9},
+		{Type: "k", Key: "tenant-1", Retention: time.Hour},
+		{Type: "both", Key: "k", Headers: map[string]string{"traceparent": "x"}},
 	}
 	for _, m := range msgs {
 		blob := string(encodeMessage(nil, m))
@@ -48,7 +52,8 @@ func TestCodecRoundTrip(t *testing.T) {
 func TestCodecRejectsCorrupt(t *testing.T) {
 	good := string(encodeMessage(nil, &base.TaskMessage{Type: "t", Payload: []byte("p"), UniqueKey: "u", UniqueTTL: time.Second}))
 	bad := []string{"", "\x01", "\x02\x00\x01t\x00", good[:len(good)-1], good + "x", "\x01\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff",
-		"\x01\x40\x01t\x00",                                     // an unknown flag bit
+		"\x01\x40\x01t\x00\x00\x00",                             // the lane flag with neither priority nor key
+		"\x01\x40\x01t\x00\x0a\x00",                             // a priority above 9
 		"\x01\x08\x01t\x00\x00\x02",                             // the unique flag with an empty key
 		"\x01\x02\x01t\x00\x00",                                 // the timeout flag with a zero timeout
 		"\x01\x10\x01t\x00\x00",                                 // the retention flag with zero retention

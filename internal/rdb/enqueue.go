@@ -113,7 +113,7 @@ type openChunk struct {
 type enqueueChunk struct {
 	k     *queueKeys
 	idx   []int    // task j of the chunk is ps[idx[j]]
-	kinds []byte   // ARGV[4]: '.' plain, 'r' plain with a retention, 'x' other
+	kinds []byte   // ARGV[4]: '.' plain, 'r' plain with a retention (plainEnqueue), 'x' other
 	args  []string // ARGV[1..5], then the IDs (ARGV[4] is set by call)
 	msgs  []string // the messages, after the IDs
 	ext   []string // the arguments of the 'r' and 'x' tasks, after the messages
@@ -139,7 +139,7 @@ func (bt *enqueueBatch) add(k *queueKeys, i int, left int) {
 	c.args = append(c.args, m.ID)
 	c.msgs = append(c.msgs, msg)
 	c.bytes += len(msg)
-	if m.UniqueKey == "" && m.GroupKey == "" && p.ProcessAt.IsZero() {
+	if plainEnqueue(*p) {
 		if r := ms(m.Retention); r > 0 {
 			c.kinds = append(c.kinds, 'r')
 			c.ext = append(c.ext, bt.itoa(r))
@@ -156,7 +156,8 @@ func (bt *enqueueBatch) add(k *queueKeys, i int, left int) {
 			upx = uttl + b.lockSlackMS
 		}
 		c.kinds = append(c.kinds, 'x')
-		c.ext = append(c.ext, bt.itoa(at), m.UniqueKey, bt.itoa(uttl), bt.itoa(upx), m.GroupKey, bt.itoa(ms(m.Retention)))
+		c.ext = append(c.ext, bt.itoa(at), m.UniqueKey, bt.itoa(uttl), bt.itoa(upx), m.GroupKey, bt.itoa(ms(m.Retention)),
+			priorityArg(m.Priority), m.Key)
 	}
 	if len(c.idx) >= enqueueChunkTasks || c.bytes >= enqueueChunkBytes {
 		o.c = nil // the next task of the queue opens a new chunk
@@ -230,7 +231,7 @@ func (c *enqueueChunk) call() call {
 	k := c.k
 	return call{
 		s:    scriptEnqBatch,
-		keys: []string{k.pending, k.scheduled, k.task, k.unique, k.group, k.groups, k.events},
+		keys: []string{k.pending, k.scheduled, k.task, k.unique, k.group, k.groups, k.events, k.settings},
 		args: c.args,
 	}
 }
@@ -298,7 +299,7 @@ func (b *Broker) enqueueCall(p broker.EnqueueParams) (*queueKeys, call, error) {
 	if err != nil {
 		return nil, call{}, err
 	}
-	if m.UniqueKey == "" && m.GroupKey == "" && p.ProcessAt.IsZero() {
+	if plainEnqueue(p) {
 		return k, call{
 			s:    scriptEnqPlain,
 			keys: []string{k.taskKey(m.ID), k.pending, k.events},
@@ -316,13 +317,30 @@ func (b *Broker) enqueueCall(p broker.EnqueueParams) (*queueKeys, call, error) {
 	}
 	return k, call{
 		s:    scriptEnqueue,
-		keys: []string{k.taskKey(m.ID), k.pending, k.scheduled, k.unique, k.group, k.groups, k.events},
+		keys: []string{k.taskKey(m.ID), k.pending, k.scheduled, k.unique, k.group, k.groups, k.events, k.settings},
 		args: []string{
 			b.nowArg(), m.ID, encodeString(m),
 			itoa(at), m.UniqueKey, itoa(uttl), itoa(upx), m.GroupKey, itoa(ms(m.Retention)),
-			channelEvents, k.name, b.logLen,
+			channelEvents, k.name, b.logLen, priorityArg(m.Priority), m.Key,
 		},
 	}, nil
+}
+
+// plainEnqueue tells whether p is the common Enqueue that enqueue_plain.lua
+// (or a '.' or 'r' task of enqueue_batch.lua) stores: pending at once, with
+// no unique key, group, priority or fair-sharing key (a retention is
+// allowed).
+func plainEnqueue(p broker.EnqueueParams) bool {
+	m := p.Msg
+	return m.UniqueKey == "" && m.GroupKey == "" && p.ProcessAt.IsZero() && m.Priority == 0 && m.Key == ""
+}
+
+// priorityArg is the script argument of priority p: "" for 0.
+func priorityArg(p int) string {
+	if p == 0 {
+		return ""
+	}
+	return strconv.Itoa(p)
 }
 
 // encodeString encodes m's immutable fields as a string without copying

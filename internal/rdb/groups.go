@@ -50,6 +50,33 @@ func (b *Broker) ListGroups(ctx context.Context, queue string) ([]broker.GroupSt
 	return out, nil
 }
 
+// ListKeys lists the fair-sharing keys of a queue with pending or active
+// tasks, sorted by key, with one script call (O(keys)); see broker.Admin.
+func (b *Broker) ListKeys(ctx context.Context, queue string) ([]broker.KeyStats, error) {
+	k, err := b.check("list keys", queue)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := b.run(ctx, call{s: scriptKeys, keys: []string{k.pending}}).ToArray()
+	if err != nil {
+		return nil, b.wrap("list keys "+queue, err)
+	}
+	if len(vals)%3 != 0 {
+		return nil, fmt.Errorf("rdb: list keys %s: unexpected reply", queue)
+	}
+	out := make([]broker.KeyStats, 0, len(vals)/3)
+	for i := 0; i < len(vals); i += 3 {
+		key, err1 := vals[i].ToString()
+		pending, err2 := vals[i+1].AsInt64()
+		active, err3 := vals[i+2].AsInt64()
+		if err1 != nil || err2 != nil || err3 != nil {
+			return nil, fmt.Errorf("rdb: list keys %s: unexpected reply", queue)
+		}
+		out = append(out, broker.KeyStats{Key: key, Pending: int(pending), Active: int(active)})
+	}
+	return out, nil
+}
+
 // TakeGroup moves up to p.MaxSize of a ready group's oldest tasks into a
 // new aggregation set leased for p.Lease, in one script call; see
 // broker.Admin. p.MaxSize must be at least 1, p.Lease positive; a zero
@@ -132,9 +159,9 @@ func (b *Broker) FinishAggregation(ctx context.Context, a *broker.Aggregation, m
 	ak := k.adminKeys()
 	n, err := b.run(ctx, call{
 		s:    scriptFinishAgg,
-		keys: []string{ak.aggs, ak.agg + a.SetID, k.taskKey(msg.ID), k.pending, k.task, k.unique, k.events},
+		keys: []string{ak.aggs, ak.agg + a.SetID, k.taskKey(msg.ID), k.pending, k.task, k.unique, k.events, k.settings},
 		args: []string{b.nowArg(), a.SetID, a.Token, msg.ID, encodeString(msg), msg.UniqueKey, itoa(uttl), itoa(upx),
-			itoa(ms(msg.Retention)), channelEvents, k.name, b.logLen},
+			itoa(ms(msg.Retention)), channelEvents, k.name, b.logLen, priorityArg(msg.Priority), msg.Key},
 	}).AsInt64()
 	if err != nil {
 		return b.wrap("finish aggregation "+a.Queue+"/"+a.Group, err)

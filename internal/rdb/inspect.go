@@ -78,12 +78,12 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 	if err != nil {
 		return nil, b.wrap("queue stats "+queue, err)
 	}
-	if len(vals) != 21 {
+	if len(vals) != 24 {
 		return nil, fmt.Errorf("rdb: queue stats %s: unexpected reply of %d values", queue, len(vals))
 	}
-	n := make([]int64, 21)
+	n := make([]int64, 24)
 	for i, v := range vals {
-		if i >= 15 && i <= 18 {
+		if i >= 15 && i <= 18 || i >= 21 {
 			continue // settings: strings or nil
 		}
 		if n[i], err = v.AsInt64(); err != nil {
@@ -93,7 +93,7 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 	if !member && n[20] == 0 {
 		return nil, queueNotFound("queue stats", queue)
 	}
-	settings, err := parseSettings(vals[15:19])
+	settings, err := parseSettings(append(vals[15:19:19], vals[21:24]...))
 	if err != nil {
 		return nil, fmt.Errorf("rdb: queue stats %s: %w", queue, err)
 	}
@@ -113,8 +113,8 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 	return st, nil
 }
 
-// parseSettings reads the settings hash fields mc, rl, rb, ld (nil when
-// unset).
+// parseSettings reads the settings hash fields mc, rl, rb, ld, kc, kr, kb
+// (nil when unset).
 func parseSettings(f []rueidis.RedisMessage) (broker.QueueSettings, error) {
 	var s broker.QueueSettings
 	str := func(m rueidis.RedisMessage) (string, bool) {
@@ -151,6 +151,27 @@ func parseSettings(f []rueidis.RedisMessage) (broker.QueueSettings, error) {
 			return s, fmt.Errorf("bad lease %q", v)
 		}
 		s.LeaseDuration = time.Duration(n) * time.Millisecond
+	}
+	if v, ok := str(f[4]); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return s, fmt.Errorf("bad key max concurrency %q", v)
+		}
+		s.KeyMaxConcurrency = n
+	}
+	if v, ok := str(f[5]); ok {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return s, fmt.Errorf("bad key rate limit %q", v)
+		}
+		s.KeyRateLimit = x
+	}
+	if v, ok := str(f[6]); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return s, fmt.Errorf("bad key rate burst %q", v)
+		}
+		s.KeyRateBurst = n
 	}
 	return s, nil
 }
@@ -209,7 +230,7 @@ func (b *Broker) ListTasks(ctx context.Context, p broker.ListParams) ([]*base.Ta
 	var key, kind string
 	switch p.State {
 	case base.StatePending:
-		key, kind = k.pending, "l"
+		key, kind = k.pending, "p"
 	case base.StateActive:
 		key, kind = k.active, "z"
 	case base.StateScheduled:

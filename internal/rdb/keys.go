@@ -9,8 +9,9 @@ import (
 )
 
 // Every Redis key and channel name htq uses is built in this file; the Lua
-// scripts only append task IDs, unique keys, group keys and day numbers to
-// the prefixes built here. docs/redis-layout.md describes each key.
+// scripts only append task IDs, unique keys, group keys, day numbers and
+// (to the pending list's name) the suffixes of the lanes that
+// lua/lanelib.lua lists to the prefixes built here. docs/redis-layout.md describes each key.
 
 const (
 	// keyQueues is the set of every queue ever enqueued into.
@@ -45,7 +46,7 @@ type queueKeys struct {
 	name string
 
 	task      string // prefix of task hashes: + task ID
-	pending   string // list of pending IDs; LPUSH new, RPOP oldest
+	pending   string // list of pending IDs of priority 0 without a key; LPUSH new, RPOP oldest; + ":<p>", ":k:<key>" … the other lanes (lua/lanelib.lua)
 	active    string // zset of active IDs, score = lease deadline (ms)
 	leases    string // hash of active IDs to their lease tokens
 	scheduled string // zset of scheduled IDs, score = due time (ms)

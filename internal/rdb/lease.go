@@ -186,7 +186,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		}
 		calls[j] = call{
 			s:    scriptComplete,
-			keys: []string{g.k.active, g.k.leases, g.k.completed, g.k.task, g.k.unique, g.k.processed, g.k.events},
+			keys: []string{g.k.active, g.k.leases, g.k.completed, g.k.task, g.k.unique, g.k.processed, g.k.events, g.k.pending},
 			args: args,
 		}
 	}
@@ -262,7 +262,7 @@ func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
 	}
 	return b.fenced(ctx, "retry", l, call{
 		s:    scriptRetry,
-		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.retry, k.processed, k.failed, k.events},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.retry, k.processed, k.failed, k.events, k.pending},
 		args: []string{b.nowArg(), l.ID, l.Token, itoa(ms(p.Delay)), p.ErrMsg, boolArg(p.IsFailure),
 			boolArg(p.RequireExpired), channelEvents, k.name, b.logLen},
 	}, true)
@@ -277,7 +277,7 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 	}
 	return b.fenced(ctx, "archive", l, call{
 		s:    scriptArchive,
-		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.archived, k.task, k.unique, k.processed, k.failed, k.events},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.archived, k.task, k.unique, k.processed, k.failed, k.events, k.pending},
 		args: []string{b.nowArg(), l.ID, l.Token, p.ErrMsg, boolArg(p.RequireExpired), b.archiveMax, b.archiveAge,
 			channelEvents, k.name, b.logLen},
 	}, true)
@@ -292,7 +292,7 @@ func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
 	}
 	return b.fenced(ctx, "requeue", l, call{
 		s:    scriptRequeue,
-		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.pending, k.events},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.pending, k.events, k.settings},
 		args: []string{l.ID, l.Token, channelEvents, k.name, b.nowArg(), b.logLen},
 	}, false)
 }

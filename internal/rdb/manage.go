@@ -39,7 +39,7 @@ func (b *Broker) RunTask(ctx context.Context, queue, id string) error {
 	res, waitErr := b.runAcked(ctx, call{
 		s: scriptRunTask,
 		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived,
-			k.group, k.groups, k.leases, k.events},
+			k.group, k.groups, k.leases, k.events, k.settings},
 		args: []string{b.nowArg(), id, channelEvents, k.name, b.logLen},
 	})
 	n, err := res.AsInt64()
@@ -63,7 +63,7 @@ func (b *Broker) ArchiveTask(ctx context.Context, queue, id string) error {
 	res, waitErr := b.runAcked(ctx, call{
 		s: scriptArchiveTask,
 		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived,
-			k.group, k.groups, k.leases, k.task, k.unique, k.events},
+			k.group, k.groups, k.leases, k.task, k.unique, k.events, k.settings},
 		args: []string{b.nowArg(), id, b.archiveMax, b.archiveAge, b.logLen},
 	})
 	n, err := res.AsInt64()
@@ -115,7 +115,7 @@ func (b *Broker) bulk(ctx context.Context, op, code, queue string, state base.Ta
 		if code == "r" {
 			return wrongState()
 		}
-		key, kind = k.pending, "l"
+		key, kind = k.pending, "p"
 	case base.StateScheduled:
 		key, kind = k.scheduled, "z"
 	case base.StateRetry:
@@ -138,11 +138,19 @@ func (b *Broker) bulk(ctx context.Context, op, code, queue string, state base.Ta
 	default:
 		return 0, fmt.Errorf("rdb: %s %s: %w: state %v", op, queue, base.ErrInvalidArgument, state)
 	}
+	return b.bulkOf(ctx, op, code, k, key, kind, gkey)
+}
+
+// bulkOf runs bulk.lua on the structure key of the queue of k (kind 'p'
+// the pending lanes, 'z' a zset; gkey the group of a group zset) until it
+// is empty or as many entries as it held at the first batch were taken.
+func (b *Broker) bulkOf(ctx context.Context, op, code string, k *queueKeys, key, kind, gkey string) (int, error) {
+	queue := k.name
 	total, budget := 0, -1
 	for {
 		v, err := b.run(ctx, call{
 			s:    scriptBulk,
-			keys: []string{key, k.pending, k.archived, k.task, k.unique, k.groups, k.events},
+			keys: []string{key, k.pending, k.archived, k.task, k.unique, k.groups, k.events, k.settings},
 			args: []string{b.nowArg(), code, kind, strconv.Itoa(bulkBatch), gkey, channelEvents, k.name,
 				b.archiveMax, b.archiveAge, b.logLen},
 		}).AsIntSlice()
@@ -299,16 +307,19 @@ func (b *Broker) SetQueueSettings(ctx context.Context, queue string, s broker.Qu
 	}
 	switch {
 	case s.MaxConcurrency < 0, s.RateBurst < 0, s.LeaseDuration < 0,
-		s.RateLimit < 0, math.IsNaN(s.RateLimit), math.IsInf(s.RateLimit, 0):
+		s.RateLimit < 0, math.IsNaN(s.RateLimit), math.IsInf(s.RateLimit, 0),
+		s.KeyMaxConcurrency < 0, s.KeyRateBurst < 0,
+		s.KeyRateLimit < 0, math.IsNaN(s.KeyRateLimit), math.IsInf(s.KeyRateLimit, 0):
 		return fmt.Errorf("rdb: set queue settings %s: %w: %+v (none may be negative)", queue, base.ErrInvalidArgument, s)
 	case s.LeaseDuration > 0 && s.LeaseDuration < time.Millisecond:
 		return fmt.Errorf("rdb: set queue settings %s: %w: lease %v is shorter than 1ms", queue, base.ErrInvalidArgument, s.LeaseDuration)
 	}
 	res := b.runMulti(ctx, []rueidis.Completed{b.registerCmd(k)}, []call{{
 		s:    scriptSettings,
-		keys: []string{k.settings},
+		keys: []string{k.settings, k.pending},
 		args: []string{b.nowArg(), strconv.Itoa(s.MaxConcurrency), strconv.FormatFloat(s.RateLimit, 'g', -1, 64),
-			strconv.Itoa(s.RateBurst), itoa(ms(s.LeaseDuration))},
+			strconv.Itoa(s.RateBurst), itoa(ms(s.LeaseDuration)),
+			strconv.Itoa(s.KeyMaxConcurrency), strconv.FormatFloat(s.KeyRateLimit, 'g', -1, 64), strconv.Itoa(s.KeyRateBurst)},
 	}})
 	for _, r := range res {
 		if err := r.Error(); err != nil {

@@ -400,6 +400,18 @@ func TestCheckInvariantsFindsViolations(t *testing.T) {
 		{"pending duplicate", func(t *testing.T, b *Broker) {
 			redis(t, b, "LPUSH", "htq:{q}:pending", "p")
 		}, "task p is in 2 structures: pending, pending"},
+		{"pending in another lane", func(t *testing.T, b *Broker) {
+			redis(t, b, "HSET", "htq:{q}:t:p", "P", "3")
+		}, "pending task p waits in pending, not in its lane pending:3"},
+		{"keyed task in the plain lane", func(t *testing.T, b *Broker) {
+			redis(t, b, "HSET", "htq:{q}:t:p", "k", "acme")
+		}, "pending task p waits in pending, not in its lane pending:k:acme"},
+		{"key count", func(t *testing.T, b *Broker) {
+			redis(t, b, "HSET", "htq:{q}:pending:held", "acme", "1")
+		}, "key acme counts 1 active tasks, it has 0"},
+		{"priority lane entry", func(t *testing.T, b *Broker) {
+			redis(t, b, "LPUSH", "htq:{q}:pending:3", "a")
+		}, "task a has state 1 but is in pending:3"},
 		{"token outside active", func(t *testing.T, b *Broker) {
 			redis(t, b, "HSET", "htq:{q}:leases", "p", "tok")
 		}, "task p has state 1 but is in pending"},

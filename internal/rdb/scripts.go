@@ -22,47 +22,53 @@ type script struct {
 	sha  string
 }
 
-func loadScript(name string) *script {
-	lib, err := luaFiles.ReadFile("lua/lib.lua")
-	if err != nil {
-		panic("rdb: " + err.Error()) // the files are embedded: cannot happen
-	}
-	return newScript(name, string(lib)+"\n")
-}
+func loadScript(name string) *script { return newScript(name, "lib") }
+
+// loadLaneScript is loadScript for the scripts that move tasks into or
+// out of the pending lanes: lua/lanelib.lua is prepended too.
+func loadLaneScript(name string) *script { return newScript(name, "lib", "lanelib") }
 
 // loadScriptAlone loads a script of lua/ without lib.lua, for the hottest
 // paths, where building the library's functions on each call would cost
 // more than the script's own work.
-func loadScriptAlone(name string) *script { return newScript(name, "") }
+func loadScriptAlone(name string) *script { return newScript(name) }
 
-func newScript(name, prefix string) *script {
-	body, err := luaFiles.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		panic("rdb: " + err.Error()) // the files are embedded: cannot happen
+// newScript loads lua/<name>.lua with the libraries lua/<lib>.lua
+// prepended in the order given, each followed by a newline.
+func newScript(name string, libs ...string) *script {
+	var src strings.Builder
+	for _, lib := range append(libs, name) {
+		b, err := luaFiles.ReadFile("lua/" + lib + ".lua")
+		if err != nil {
+			panic("rdb: " + err.Error()) // the files are embedded: cannot happen
+		}
+		src.Write(b)
+		if lib != name {
+			src.WriteByte('\n')
+		}
 	}
-	src := prefix + string(body)
-	sum := sha1.Sum([]byte(src))
-	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	sum := sha1.Sum([]byte(src.String()))
+	return &script{name: name, src: src.String(), sha: hex.EncodeToString(sum[:])}
 }
 
 // The scripts; each file's header names its KEYS, ARGV and return values.
 var (
-	scriptEnqueue    = loadScript("enqueue")
+	scriptEnqueue    = loadLaneScript("enqueue")
 	scriptEnqPlain   = loadScriptAlone("enqueue_plain")
-	scriptEnqBatch   = loadScript("enqueue_batch")
-	scriptFetch      = loadScript("fetch")
-	scriptComplete   = loadScript("complete")
-	scriptRetry      = loadScript("retry")
-	scriptArchive    = loadScript("archive")
-	scriptRequeue    = loadScript("requeue")
+	scriptEnqBatch   = loadLaneScript("enqueue_batch")
+	scriptFetch      = loadLaneScript("fetch")
+	scriptComplete   = loadLaneScript("complete")
+	scriptRetry      = loadLaneScript("retry")
+	scriptArchive    = loadLaneScript("archive")
+	scriptRequeue    = loadLaneScript("requeue")
 	scriptExtend     = loadScript("extend")
 	scriptExpired    = loadScript("expired")
 	scriptResult     = loadScript("result")
-	scriptForward    = loadScript("forward")
+	scriptForward    = loadLaneScript("forward")
 	scriptPurge      = loadScript("purge")
 	scriptInfo       = loadScript("info")
-	scriptDelete     = loadScript("delete")
-	scriptInvariants = loadScript("invariants")
+	scriptDelete     = loadLaneScript("delete")
+	scriptInvariants = loadLaneScript("invariants")
 )
 
 // allScripts lists every script (for preloading and tests).

@@ -176,6 +176,8 @@ type fixture struct {
 	archivedID string // an archived task of "reports"
 	urlTaskID  string // a URL task of "webhooks" whose target answered 500
 	tickerID   string // a schedule that ticks every second
+	priorityID string // a pending task of priority 5 in "thumbnails"
+	keyID      string // a pending task with the key "acme" in "thumbnails"
 }
 
 // seed fills a service with queues in every state, a URL task that failed
@@ -203,6 +205,10 @@ func seed(t *testing.T, svc *service.Service, c *client) fixture {
 
 	c.must(http.StatusCreated, "POST", "/v1/queues", map[string]any{"name": "thumbnails", "mode": "pull"}, nil)
 	c.enqueue("thumbnails", map[string]any{"type": "image:resize", "payload_base64": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="})
+	// A task of a priority and one with a fair-sharing key, for the
+	// task list's marks (the queue is paused: they stay pending).
+	f.priorityID = c.enqueue("thumbnails", map[string]any{"type": "image:resize", "payload": map[string]any{"w": 64}, "options": map[string]any{"priority": 5}})
+	f.keyID = c.enqueue("thumbnails", map[string]any{"type": "image:resize", "payload": map[string]any{"w": 32}, "options": map[string]any{"key": "acme"}})
 	c.must(http.StatusNoContent, "POST", "/v1/queues/thumbnails/pause", nil, nil)
 
 	// A URL queue whose target fails: the task waits for its retry an hour on.
@@ -487,6 +493,27 @@ func dashboard(t *testing.T, broker, shots string) {
 	waitFor(t, ctx, "the group's tasks to leave", `document.querySelectorAll('#tasks tbody tr').length === 0`)
 	if _, counts := c.queueStats("digests"); counts["aggregating"] != 1 {
 		t.Errorf("after running group user-42: %d aggregating, want 1 (user-7)", counts["aggregating"])
+	}
+
+	// The priority and the key of pending tasks, in fetch order.
+	step(t, ctx, "open thumbnails", chromedp.Navigate(base+"/ui/queues/thumbnails?state=pending"),
+		chromedp.WaitVisible(chromedp.CSS(`#tasks tr[data-task="`+f.keyID+`"]`)))
+	if got := eval[string](t, ctx, `document.querySelector('#tasks tbody tr').dataset.task`); got != f.priorityID {
+		t.Errorf("the first pending task of thumbnails is %q, want the one of priority 5 (%s)", got, f.priorityID)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('#tasks tr[data-task="`+f.priorityID+`"] [data-priority]').textContent`); got != " · p5" {
+		t.Errorf("the priority mark reads %q", got)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('#tasks tr[data-task="`+f.keyID+`"] [data-key]').dataset.key`); got != "acme" {
+		t.Errorf("the key mark names %q", got)
+	}
+	step(t, ctx, "the keys tab", chromedp.Click(chromedp.CSS(`.tabs a[data-tab="keys"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#keys tr[data-key="acme"]`)))
+	if got := eval[string](t, ctx, `[...document.querySelectorAll('#keys tr[data-key="acme"] td')].map((td) => td.textContent).join(' ')`); got != "acme 1 0" {
+		t.Errorf("the keys tab shows %q for acme, want its 1 pending and 0 running tasks", got)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('.tabs a[data-tab="keys"] .count').textContent`); got != "1" {
+		t.Errorf("the keys tab counts %q keys, want 1", got)
 	}
 
 	// Every pending task of a state, after a confirmation: archive them all.

@@ -36,6 +36,25 @@ import (
 // suite already closed (Close may then return base.ErrStorageClosed).
 type Factory func(t *testing.T, clock clockwork.Clock) broker.Broker
 
+// Option configures Run.
+type Option func(*runConfig)
+
+type runConfig struct {
+	second SecondFactory
+}
+
+// SecondFactory returns a second handle on the storage of first, as
+// another server process would open it (Redis: another Broker on the same
+// database), reading the same clock. The factory closes it with t.Cleanup.
+type SecondFactory func(t *testing.T, clock clockwork.Clock, first broker.Broker) broker.Broker
+
+// WithSecond lets the cases about several servers (per-key limits across
+// servers) run against a second handle on the same storage. Without it
+// they use the broker under test from several goroutines, which is how
+// several servers share a store that one process owns (the embedded
+// backend).
+func WithSecond(f SecondFactory) Option { return func(c *runConfig) { c.second = f } }
+
 // InvariantChecker is implemented by a backend that can check its stored
 // state for consistency: every task is in exactly one state, every active
 // task has a lease and every lease belongs to an active task. When the
@@ -85,14 +104,20 @@ type group struct {
 //     leaves it for the Recoverer. (Whether Complete still accepts an
 //     expired lease that nobody recovered is left open.)
 //   - Uniqueness keys are per queue.
-func Run(t *testing.T, newBroker Factory) {
+func Run(t *testing.T, newBroker Factory, opts ...Option) {
 	t.Helper()
+	var cfg runConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	groups := []group{
 		{"Lifecycle", lifecycleTests()},
 		{"Enqueue", enqueueTests()},
 		{"Repeat", repeatTests()},
 		{"Validation", validationTests()},
 		{"Fetch", fetchTests()},
+		{"Priority", priorityTests()},
+		{"Fair", fairTests()},
 		{"Complete", completeTests()},
 		{"Retry", retryTests()},
 		{"Archive", archiveTests()},
@@ -125,7 +150,9 @@ func Run(t *testing.T, newBroker Factory) {
 		t.Run(g.name, func(t *testing.T) {
 			for _, c := range g.cases {
 				t.Run(c.name, func(t *testing.T) {
-					c.fn(newEnv(t, newBroker))
+					e := newEnv(t, newBroker)
+					e.cfg = cfg
+					c.fn(e)
 				})
 			}
 		})

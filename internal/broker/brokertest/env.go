@@ -32,6 +32,21 @@ type env struct {
 	// closed is set by tests that close the broker themselves, so that the
 	// invariant check after the test is skipped.
 	closed bool
+	cfg    runConfig
+}
+
+// second returns another handle on the storage under test (see
+// WithSecond), or the broker under test when there is none.
+func (e *env) second() broker.Broker {
+	e.Helper()
+	if e.cfg.second == nil {
+		return e.b
+	}
+	b := e.cfg.second(e.T, e.clock, e.b)
+	if b == nil {
+		e.Fatal("brokertest: the second factory returned a nil broker")
+	}
+	return b
 }
 
 func newEnv(t *testing.T, newBroker Factory) *env {
@@ -464,6 +479,12 @@ func wantSameMsg(t testing.TB, what string, got, want *base.TaskMessage) {
 	}
 	if got.GroupKey != want.GroupKey {
 		diff("GroupKey", got.GroupKey, want.GroupKey)
+	}
+	if got.Priority != want.Priority {
+		diff("Priority", got.Priority, want.Priority)
+	}
+	if got.Key != want.Key {
+		diff("Key", got.Key, want.Key)
 	}
 	if !maps.Equal(got.Headers, want.Headers) || (got.Headers == nil) != (want.Headers == nil) {
 		diff("Headers", got.Headers, want.Headers)

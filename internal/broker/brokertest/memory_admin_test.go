@@ -170,11 +170,7 @@ func (b *memBroker) infoOf(t *memTask) *base.TaskInfo {
 // aggregating tasks) in the state's natural order.
 func (q *memQueue) inState(state base.TaskState, group string) []*memTask {
 	if state == base.StatePending {
-		out := make([]*memTask, len(q.pending))
-		for i, id := range q.pending {
-			out[i] = q.tasks[id]
-		}
-		return out
+		return q.pendingInListOrder()
 	}
 	var out []*memTask
 	for _, t := range q.tasks {
@@ -241,9 +237,7 @@ func (b *memBroker) QueueStats(_ context.Context, queue string) (*broker.QueueSt
 		}
 	}
 	st.Groups = len(groups)
-	if len(q.pending) > 0 {
-		st.OldestPending = q.tasks[q.pending[0]].since
-	}
+	st.OldestPending = q.oldestPending()
 	return st, nil
 }
 
@@ -329,14 +323,14 @@ func runnable(t *memTask) bool {
 // makePending moves t (not pending, not active) to pending.
 func (b *memBroker) makePending(q *memQueue, queue string, t *memTask) {
 	t.state, t.due, t.since = base.StatePending, time.Time{}, b.clock.Now()
-	b.pushPending(q, queue, t.msg.ID, false)
+	b.pushPending(q, queue, t, false)
 	b.logEvent(queue, broker.LogRetried, t.msg.ID, base.StatePending, "")
 }
 
 // archiveTask moves t (not active) to archived.
 func (b *memBroker) archiveTask(q *memQueue, t *memTask) {
 	if t.state == base.StatePending {
-		q.pending = slices.DeleteFunc(q.pending, func(s string) bool { return s == t.msg.ID })
+		q.removePending(t.msg.ID)
 	}
 	t.state, t.due, t.archivedAt = base.StateArchived, time.Time{}, b.clock.Now()
 	b.logEvent(t.msg.Queue, broker.LogArchived, t.msg.ID, base.StateArchived, "")
@@ -414,7 +408,7 @@ func (b *memBroker) DeleteAll(_ context.Context, queue string, state base.TaskSt
 	return b.bulk(queue, state, group, []base.TaskState{base.StatePending, base.StateScheduled, base.StateRetry,
 		base.StateArchived, base.StateCompleted, base.StateAggregating}, func(q *memQueue, t *memTask) {
 		if t.state == base.StatePending {
-			q.pending = slices.DeleteFunc(q.pending, func(s string) bool { return s == t.msg.ID })
+			q.removePending(t.msg.ID)
 		}
 		q.unlock(t)
 		delete(q.tasks, t.msg.ID)
@@ -502,7 +496,8 @@ func (b *memBroker) SetQueueSettings(_ context.Context, queue string, s broker.Q
 		return err
 	}
 	if s.MaxConcurrency < 0 || s.RateLimit < 0 || math.IsNaN(s.RateLimit) || math.IsInf(s.RateLimit, 0) ||
-		s.RateBurst < 0 || s.LeaseDuration < 0 {
+		s.RateBurst < 0 || s.LeaseDuration < 0 || s.KeyMaxConcurrency < 0 || s.KeyRateLimit < 0 ||
+		math.IsNaN(s.KeyRateLimit) || math.IsInf(s.KeyRateLimit, 0) || s.KeyRateBurst < 0 {
 		return base.ErrInvalidArgument
 	}
 	q := b.queue(queue)
@@ -512,6 +507,7 @@ func (b *memBroker) SetQueueSettings(_ context.Context, queue string, s broker.Q
 		q.tokens, q.tokensAt = min(b.bucketTokens(q), float64(max(s.RateBurst, 1))), b.clock.Now()
 	}
 	q.settings = s
+	q.settingsChanged(s)
 	return nil
 }
 

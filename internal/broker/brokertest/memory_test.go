@@ -50,8 +50,9 @@ type memLock struct {
 
 type memQueue struct {
 	tasks   map[string]*memTask
-	pending []string // next to fetch first
+	pending []string // in the order they became pending (see memory_lanes_test.go)
 	locks   map[string]memLock
+	fair    memFair
 	memAdminQueue
 }
 
@@ -185,9 +186,11 @@ func (b *memBroker) enqueueLocked(p broker.EnqueueParams) error {
 		b.publish(broker.EventScheduled, p.Msg.Queue)
 	default:
 		t.state = base.StatePending
-		b.pushPending(q, p.Msg.Queue, p.Msg.ID, false)
 	}
 	q.tasks[p.Msg.ID] = t
+	if t.state == base.StatePending {
+		b.pushPending(q, p.Msg.Queue, t, false)
+	}
 	if p.Msg.UniqueKey != "" {
 		q.locks[p.Msg.UniqueKey] = memLock{id: p.Msg.ID, expires: now.Add(p.Msg.UniqueTTL)}
 	}
@@ -195,15 +198,16 @@ func (b *memBroker) enqueueLocked(p broker.EnqueueParams) error {
 	return nil
 }
 
-func (b *memBroker) pushPending(q *memQueue, name, id string, head bool) {
+func (b *memBroker) pushPending(q *memQueue, name string, t *memTask, head bool) {
 	if len(q.pending) == 0 {
 		b.publish(broker.EventReady, name)
 	}
 	if head {
-		q.pending = append([]string{id}, q.pending...)
+		q.pending = append([]string{t.msg.ID}, q.pending...)
 	} else {
-		q.pending = append(q.pending, id)
+		q.pending = append(q.pending, t.msg.ID)
 	}
+	q.pushed(t)
 }
 
 func (b *memBroker) EnqueueBatch(_ context.Context, ps []broker.EnqueueParams) []error {
@@ -241,16 +245,23 @@ func (b *memBroker) Fetch(_ context.Context, p broker.FetchParams) ([]*broker.Le
 		return nil, err
 	}
 	var out []*broker.Lease
+	var wait time.Duration
 	deadline := b.clock.Now().Add(lease)
-	for len(out) < max && len(q.pending) > 0 {
-		id := q.pending[0]
-		q.pending = q.pending[1:]
+	for len(out) < max {
+		id, ok, w := q.takeNext(b.clock.Now())
+		if !ok {
+			wait = w
+			break
+		}
 		t := q.tasks[id]
 		t.state, t.deadline, t.token = base.StateActive, deadline, p.ServerID+"/"+newToken()
 		out = append(out, &broker.Lease{Msg: cloneMsg(t.msg), Token: t.token, Deadline: deadline, Duration: lease})
 		b.logEvent(p.Queue, broker.LogStarted, id, base.StateActive, "")
 	}
 	b.spend(q, len(out))
+	if len(out) == 0 && wait > 0 {
+		return nil, &broker.ThrottledError{Queue: p.Queue, RetryIn: wait}
+	}
 	return out, nil
 }
 
@@ -291,6 +302,7 @@ func (b *memBroker) Complete(_ context.Context, ls []broker.LeaseRef) []error {
 		}
 		q.unlock(t)
 		q.count(now, false)
+		b.release(q, l.Queue, t)
 		t.keep = t.msg.Retention
 		if t.watched {
 			b.publishEvent(broker.Event{Kind: broker.EventDone, Queue: l.Queue, TaskID: l.ID})
@@ -310,7 +322,7 @@ func (b *memBroker) Complete(_ context.Context, ls []broker.LeaseRef) []error {
 }
 
 func (b *memBroker) fail(l broker.LeaseRef, requireExpired bool, errMsg string, retried int) (*memTask, error) {
-	_, t, err := b.held(l)
+	q, t, err := b.held(l)
 	if err != nil {
 		return nil, err
 	}
@@ -318,6 +330,7 @@ func (b *memBroker) fail(l broker.LeaseRef, requireExpired bool, errMsg string, 
 	if requireExpired && now.Before(t.deadline) {
 		return nil, base.ErrLeaseLost
 	}
+	b.release(q, l.Queue, t)
 	t.msg.Retried += retried
 	t.msg.LastErr, t.msg.LastFailedAt = errMsg, now
 	t.token, t.deadline = "", time.Time{}
@@ -372,7 +385,8 @@ func (b *memBroker) Requeue(_ context.Context, l broker.LeaseRef) error {
 		return err
 	}
 	t.state, t.token, t.deadline, t.since = base.StatePending, "", time.Time{}, b.clock.Now()
-	b.pushPending(q, l.Queue, l.ID, true)
+	b.pushPending(q, l.Queue, t, true)
+	b.release(q, l.Queue, t)
 	b.logEvent(l.Queue, broker.LogRetried, l.ID, base.StatePending, "")
 	return nil
 }
@@ -473,7 +487,7 @@ func (b *memBroker) Forward(_ context.Context, queue string, limit int) (broker.
 			b.logEvent(queue, broker.LogRetried, t.msg.ID, base.StatePending, "")
 		}
 		t.state, t.due, t.since = base.StatePending, time.Time{}, now
-		b.pushPending(q, queue, t.msg.ID, false)
+		b.pushPending(q, queue, t, false)
 		r.Moved++
 	}
 	return r, nil
@@ -549,7 +563,7 @@ func (b *memBroker) DeleteTask(_ context.Context, queue, id string) error {
 		return base.ErrWrongState
 	}
 	if t.state == base.StatePending {
-		q.pending = slices.DeleteFunc(q.pending, func(s string) bool { return s == id })
+		q.removePending(id)
 	}
 	q.unlock(t)
 	delete(q.tasks, id)

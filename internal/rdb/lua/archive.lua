@@ -3,7 +3,7 @@
 -- KEYS[1] task hash  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] archived zset  KEYS[5] task hash prefix  KEYS[6] unique lock prefix
 -- KEYS[7] processed counter  KEYS[8] failed counter
--- KEYS[9] event log (stream)
+-- KEYS[9] event log (stream)  KEYS[10] pending list (the lanes, lanelib.lua)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] lease token
 -- ARGV[4] error message  ARGV[5] '1' requires the lease to have expired
 -- ARGV[6] max archive size  ARGV[7] max archive age ms
@@ -12,7 +12,8 @@
 -- Returns 1 when archived, 0 when the lease is lost. Publishes
 -- d:<queue>:<id> when the task is watched. Logs the failure (log_event).
 local id = ARGV[2]
-if not holds(redis.call('HGET', KEYS[3], id), ARGV[3]) then return 0 end
+local h = redis.call('HGET', KEYS[3], id)
+if not holds(h, ARGV[3]) then return 0 end
 local now = now_ms(ARGV[1])
 if ARGV[5] == '1' then
   local d = redis.call('ZSCORE', KEYS[2], id)
@@ -20,6 +21,10 @@ if ARGV[5] == '1' then
 end
 redis.call('ZREM', KEYS[2], id)
 redis.call('HDEL', KEYS[3], id)
+if string.byte(h, -1) == 43 then -- '+': the task may have a key
+  local k = redis.call('HGET', KEYS[1], 'k')
+  if k and release_key(KEYS[10], k) then redis.call('PUBLISH', ARGV[8], 'r:' .. ARGV[9]) end
+end
 redis.call('HSET', KEYS[1], 's', '5', 'e', ARGV[4], 'f', istr(now))
 redis.call('ZADD', KEYS[4], now, id)
 count(KEYS[7], now, 1)

@@ -4,12 +4,13 @@
 -- KEYS[4] retry zset  KEYS[5] archived zset  KEYS[6] group zset prefix
 -- KEYS[7] groups set  KEYS[8] leases hash  KEYS[9] task hash prefix
 -- KEYS[10] unique lock prefix  KEYS[11] event log (stream)
+-- KEYS[12] settings hash
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID
 -- ARGV[3] max archive size  ARGV[4] max archive age ms
 -- ARGV[5] event log length ('0' = off)
 -- Returns 1 when archived, 0 when it already was, -1 when there is no
 -- such task, -2 when it is in another state (active, completed, or
--- aggregating but taken by an aggregator). A pending task costs an LREM,
+-- aggregating but taken by an aggregator). A pending task costs an LREM of its lane (lanelib.lua),
 -- O(pending). Logs the archiving (log_event).
 local id = ARGV[2]
 local s = state_of(KEYS[1], KEYS[8], id)
@@ -19,7 +20,7 @@ if s == '5' then return 0 end
 -- written.
 local removed = 0
 if s == '2' then
-  removed = redis.call('LREM', KEYS[2], -1, id)
+  removed = remove_pending(KEYS[2], KEYS[12], KEYS[1], id)
 elseif s == '3' then
   removed = redis.call('ZREM', KEYS[3], id)
 elseif s == '4' then

@@ -1,30 +1,32 @@
 -- bulk.lua: deletes, runs or archives one batch of the tasks of one
 -- structure of a queue (DeleteAll, RunAll, ArchiveAll), oldest first.
--- KEYS[1] the structure: pending list, or a scheduled, retry, archived,
+-- KEYS[1] the structure: the pending list (with ARGV[3] 'p': every pending
+-- lane, in list order, lanelib.lua), or a scheduled, retry, archived,
 -- completed or group zset  KEYS[2] pending list  KEYS[3] archived zset
 -- KEYS[4] task hash prefix  KEYS[5] unique lock prefix  KEYS[6] groups set
--- KEYS[7] event log (stream)
+-- KEYS[7] event log (stream)  KEYS[8] settings hash
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] 'd' delete, 'r' run (to
--- pending), 'a' archive  ARGV[3] 'l' when KEYS[1] is the list, 'z' a zset
+-- pending), 'a' archive  ARGV[3] 'p' for the pending lanes, 'z' a zset
 -- ARGV[4] batch size  ARGV[5] group key when KEYS[1] is a group ('' if not)
 -- ARGV[6] events channel  ARGV[7] queue name  ARGV[8] max archive size
 -- ARGV[9] max archive age ms  ARGV[10] event log length ('0' = off)
 -- Returns {tasks changed, entries taken from KEYS[1], entries left in
--- KEYS[1]}. Entries without a task hash are dropped. Publishes r:<queue>
--- when run tasks made pending go from empty to not empty. The tasks
+-- KEYS[1]}. Entries without a task hash are dropped. A task run goes to
+-- the back of its lane; publishes r:<queue> when a lane went from empty to
+-- not empty. The tasks
 -- changed are logged in one entry (log_events: deleted, retried or
 -- archived).
 local op, n = ARGV[2], tonumber(ARGV[4])
 local ids = {}
-if ARGV[3] == 'l' then
-  ids = redis.call('RPOP', KEYS[1], n) or {}
+if ARGV[3] == 'p' then
+  ids = pop_pending(KEYS[2], KEYS[8], n)
 else
   local r = redis.call('ZPOPMIN', KEYS[1], n)
   for i = 1, #r, 2 do ids[#ids + 1] = r[i] end
 end
 if #ids == 0 then return {0, 0, 0} end
 local now = now_ms(ARGV[1])
-local was_empty = op == 'r' and redis.call('LLEN', KEYS[2]) == 0
+local ready = false
 local changed = 0
 local zadd, logged = {}, {}
 for _, id in ipairs(ids) do
@@ -35,7 +37,7 @@ for _, id in ipairs(ids) do
       drop_task(tk, KEYS[5], id)
     elseif op == 'r' then
       make_pending(tk, now)
-      redis.call('LPUSH', KEYS[2], id)
+      if push_task(KEYS[2], KEYS[8], tk, id) == 1 then ready = true end
     else
       redis.call('HSET', tk, 's', '5')
       zadd[#zadd + 1] = now
@@ -58,12 +60,12 @@ if #zadd > 0 then
   call_many('ZADD', KEYS[3], zadd)
   trim_archive(KEYS[3], KEYS[4], KEYS[5], now, tonumber(ARGV[8]), tonumber(ARGV[9]))
 end
-if was_empty and changed > 0 then
+if ready then
   redis.call('PUBLISH', ARGV[6], 'r:' .. ARGV[7])
 end
 local left
-if ARGV[3] == 'l' then
-  left = redis.call('LLEN', KEYS[1])
+if ARGV[3] == 'p' then
+  left = pending_count(KEYS[2])
 else
   left = redis.call('ZCARD', KEYS[1])
 end

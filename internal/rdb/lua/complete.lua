@@ -3,13 +3,16 @@
 -- KEYS[1] active zset  KEYS[2] leases hash  KEYS[3] completed zset
 -- KEYS[4] task hash prefix  KEYS[5] unique lock prefix
 -- KEYS[6] processed counter  KEYS[7] event log (stream)
+-- KEYS[8] pending list (the lanes, lanelib.lua)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] events channel
 -- ARGV[3] queue name  ARGV[4] watch grace ms  ARGV[5] event log length
 -- ('0' = off), then pairs ARGV[2i+4] task ID, ARGV[2i+5] lease token.
 -- Returns one integer per pair: 1 completed, 0 lease lost (the task is not
 -- active, the token is not its lease's, or the pair repeats an earlier one).
 -- A watched task publishes d:<queue>:<id> and, without retention, is kept
--- completed for the watch grace so that its watcher can read it.
+-- completed for the watch grace so that its watcher can read it. A task
+-- with a fair-sharing key frees its key's slot; publishes r:<queue> when
+-- that lets a key held back by its limit rejoin the rotation.
 -- The successes are logged in one entry (log_events).
 local now = now_ms(ARGV[1])
 local ids = {}
@@ -23,6 +26,7 @@ while i <= #ids do
   i = j + 1
 end
 local res, done, dels, seen, states = {}, {}, {}, {}, {}
+local rejoined = false
 for n = 1, #ids do
   local id = ids[n]
   local tok = ARGV[2 * n + 5]
@@ -32,8 +36,9 @@ for n = 1, #ids do
     local tk = KEYS[4] .. id
     local keep = 0
     if string.byte(held[n], -1) == 43 then -- '+': the task must be read
-      local f = redis.call('HMGET', tk, 'u', 'R', 'w')
+      local f = redis.call('HMGET', tk, 'u', 'R', 'w', 'k')
       release_unique(KEYS[5], f[1], id)
+      if f[4] and release_key(KEYS[8], f[4]) then rejoined = true end
       keep = tonumber(f[2] or '0')
       if f[3] then
         if keep == 0 then keep = tonumber(ARGV[4]) end
@@ -59,6 +64,7 @@ if #done > 0 then
   count(KEYS[6], now, #done)
   log_events(KEYS[7], ARGV[5], ARGV[1], 'd', done, table.concat(states))
 end
+if rejoined then redis.call('PUBLISH', ARGV[2], 'r:' .. ARGV[3]) end
 if #dels > 0 then
   local k = 1
   while k <= #dels do

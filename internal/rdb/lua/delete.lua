@@ -2,7 +2,8 @@
 -- KEYS[1] task hash  KEYS[2] pending list  KEYS[3] scheduled zset
 -- KEYS[4] retry zset  KEYS[5] archived zset  KEYS[6] completed zset
 -- KEYS[7] unique lock prefix  KEYS[8] group zset prefix  KEYS[9] groups set
--- KEYS[10] leases hash  KEYS[11] event log (stream)
+-- KEYS[10] leases hash  KEYS[11] event log (stream)  KEYS[12] settings hash
+-- (a pending task is removed from its lane, lanelib.lua)
 -- ARGV[1] task ID  ARGV[2] event time ms ('' = the log entry's)
 -- ARGV[3] event log length ('0' = off)
 -- Returns 1 when deleted, -1 when there is no such task, -2 when it is
@@ -13,7 +14,7 @@ if redis.call('HEXISTS', KEYS[10], ARGV[1]) == 1 then return -2 end
 local id = ARGV[1]
 local s = f[1] or '2'
 if s == '2' then
-  redis.call('LREM', KEYS[2], 1, id)
+  remove_pending(KEYS[2], KEYS[12], KEYS[1], id)
 elseif s == '3' then
   redis.call('ZREM', KEYS[3], id)
 elseif s == '4' then

@@ -1,7 +1,7 @@
 -- delete_queue.lua: checks that a queue may be deleted and deletes it when
 -- it holds no task; with force, a queue that holds tasks is paused so that
 -- delete_queue_batch.lua can delete them in batches (DeleteQueue).
--- KEYS[1] pending list  KEYS[2] active zset  KEYS[3] leases hash
+-- KEYS[1] pending list (and its lanes, lanelib.lua)  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] scheduled zset  KEYS[5] retry zset  KEYS[6] archived zset
 -- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] aggregation sets zset
 -- KEYS[10] paused flag  KEYS[11] settings hash  KEYS[12] processed counter
@@ -11,7 +11,7 @@
 -- holds active tasks, 0 when it held no task and every key of it is
 -- deleted, else the number of tasks left (the queue is then paused).
 if redis.call('HLEN', KEYS[3]) > 0 or redis.call('ZCARD', KEYS[2]) > 0 then return -2 end
-local left = redis.call('LLEN', KEYS[1]) + redis.call('SCARD', KEYS[8]) + redis.call('ZCARD', KEYS[9])
+local left = pending_count(KEYS[1]) + redis.call('SCARD', KEYS[8]) + redis.call('ZCARD', KEYS[9])
 for i = 4, 7 do left = left + redis.call('ZCARD', KEYS[i]) end
 if left > 0 then
   if ARGV[2] ~= '1' then return -1 end
@@ -27,5 +27,6 @@ for d = today - 91, today + 1 do
   dels[#dels + 1] = KEYS[13] .. ':' .. istr(d)
 end
 for i = 8, 14 do dels[#dels + 1] = KEYS[i] end
+for _, s in ipairs({':keys', ':ring', ':wait', ':held'}) do dels[#dels + 1] = KEYS[1] .. s end
 redis.call('DEL', unpack(dels))
 return 0

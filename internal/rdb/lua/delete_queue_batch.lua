@@ -1,7 +1,7 @@
 -- delete_queue_batch.lua: deletes up to ARGV[1] tasks of a queue that
 -- delete_queue.lua paused, from every structure but active (which is
 -- empty), releasing their uniqueness locks.
--- KEYS[1] pending list  KEYS[2] scheduled zset  KEYS[3] retry zset
+-- KEYS[1] pending list (and its lanes, lanelib.lua)  KEYS[2] scheduled zset  KEYS[3] retry zset
 -- KEYS[4] archived zset  KEYS[5] completed zset  KEYS[6] groups set
 -- KEYS[7] group zset prefix  KEYS[8] aggregation sets zset
 -- KEYS[9] aggregation set prefix  KEYS[10] task hash prefix
@@ -20,7 +20,9 @@ local function popz(key)
   for i = 1, #r, 2 do ids[#ids + 1] = r[i] end
   drop(ids)
 end
-drop(redis.call('RPOP', KEYS[1], n) or {})
+for _, l in ipairs(pending_lists(KEYS[1])) do
+  if taken < n then drop(redis.call('RPOP', l, n - taken) or {}) end
+end
 for i = 2, 5 do
   if taken < n then popz(KEYS[i]) end
 end

@@ -1,13 +1,15 @@
 -- enqueue.lua: stores one new task as pending, scheduled or aggregating.
 -- KEYS[1] task hash          KEYS[2] pending list     KEYS[3] scheduled zset
 -- KEYS[4] unique lock prefix KEYS[5] group zset prefix KEYS[6] groups set
--- KEYS[7] event log (stream)
+-- KEYS[7] event log (stream)  KEYS[8] settings hash (the lanes' marks,
+-- lanelib.lua)
 -- ARGV[1] now ms ('' = Redis TIME)   ARGV[2] task ID   ARGV[3] message (codec)
 -- ARGV[4] process-at ms (0 = now)    ARGV[5] unique key ('' = none)
 -- ARGV[6] unique TTL ms              ARGV[7] lock PX ms (cleanup only)
 -- ARGV[8] group key ('' = none)      ARGV[9] retention ms
 -- ARGV[10] events channel            ARGV[11] queue name
 -- ARGV[12] event log length ('0' = off)
+-- ARGV[13] priority ('' = 0)        ARGV[14] fair-sharing key ('' = none)
 -- Returns the new state (2 pending, 3 scheduled, 7 aggregating), 0 when
 -- the task is stored already with this very message (an earlier attempt
 -- of the same Enqueue, in whatever state; see stored_same), -1 when
@@ -32,6 +34,9 @@ if ukey ~= '' then
   end
 end
 local state = 2
+local prio = ARGV[13] ~= '' and ARGV[13] or nil
+local key = ARGV[14] ~= '' and ARGV[14] or nil
+if prio or key then now = now or now_ms(ARGV[1]) end
 if gkey ~= '' then
   state = 7
   now = now or now_ms(ARGV[1])
@@ -59,6 +64,7 @@ if state == 7 then
   h[#h + 1] = 'g'
   h[#h + 1] = gkey
 end
+lane_fields(h, prio, key, state == 2 and now)
 if #h > 0 then redis.call('HSET', KEYS[1], unpack(h)) end
 if state == 7 then
   redis.call('ZADD', KEYS[5] .. gkey, now, id)
@@ -68,7 +74,7 @@ elseif state == 3 then
   if is_earliest(KEYS[3], id) then
     redis.call('PUBLISH', ARGV[10], 's:' .. ARGV[11])
   end
-elseif redis.call('LPUSH', KEYS[2], id) == 1 then
+elseif push_lane(KEYS[2], KEYS[8], id, prio, false, key) == 1 then
   redis.call('PUBLISH', ARGV[10], 'r:' .. ARGV[11])
 end
 log_event(KEYS[7], ARGV[12], ARGV[1], 'e', id, istr(state), '')

@@ -2,16 +2,21 @@
 -- EnqueueBatch), each as enqueue.lua would, one after the other in order.
 -- KEYS[1] pending list       KEYS[2] scheduled zset   KEYS[3] task hash prefix
 -- KEYS[4] unique lock prefix KEYS[5] group zset prefix KEYS[6] groups set
--- KEYS[7] event log (stream)
+-- KEYS[7] event log (stream)  KEYS[8] settings hash (the lanes' marks,
+-- lanelib.lua)
 -- ARGV[1] now ms ('' = Redis TIME)   ARGV[2] events channel
 -- ARGV[3] queue name                 ARGV[4] kinds: one byte per task, '.'
 --   plain (pending now; no unique key, group or retention), 'r' plain with
 --   a retention, 'x' any other
 -- ARGV[5] event log length ('0' = off)
 -- ARGV[6 .. 5+n] the n task IDs, ARGV[6+n .. 5+2n] their messages (codec),
--- then, in task order, 1 argument per 'r' task (retention ms) and 6 per
+-- then, in task order, 1 argument per 'r' task (retention ms) and 8 per
 -- 'x' task: process-at ms (0 = now), unique key ('' = none), unique TTL
--- ms, lock PX ms (cleanup only), group key ('' = none), retention ms.
+-- ms, lock PX ms (cleanup only), group key ('' = none), retention ms,
+-- priority ('' = 0), fair-sharing key ('' = none).
+-- A pending task of a priority or a key goes to its lane (lanelib.lua) on
+-- its own; the plain tasks before a keyed one are pushed first, so that
+-- the rotation sees them as single Enqueues would.
 -- Returns a string of one code per task: '2' pending, '3' scheduled,
 -- '7' aggregating, '=' stored already with this very message (an earlier
 -- attempt of the same Enqueue; see stored_same), 'i' another task holds
@@ -62,10 +67,10 @@ if string.find(kinds, '[^.]') then
         lkeys[#lkeys + 1] = KEYS[4] .. ARGV[b + 1]
         li[#li + 1] = i
         need_now = true
-      elseif ARGV[b + 4] ~= '' or ARGV[b] ~= '0' then
+      elseif ARGV[b + 4] ~= '' or ARGV[b] ~= '0' or ARGV[b + 6] ~= '' or ARGV[b + 7] ~= '' then
         need_now = true
       end
-      b = b + 6
+      b = b + 8
     end
   end
   if need_now then now = now_ms(ARGV[1]) end
@@ -77,6 +82,17 @@ end
 
 -- Each task in order: its checks, then its writes.
 local pend, np = {}, 0
+local lane_ready = false -- a lane went from empty to one task
+-- flush pushes the plain tasks gathered in pend (LPUSH a b c pushes a
+-- first, as one LPUSH per task would).
+local function flush()
+  for a = 1, np, 4000 do
+    local e = math.min(a + 3999, np)
+    local len = redis.call('LPUSH', KEYS[1], unpack(pend, a, e))
+    if a == 1 and len == e then lane_ready = true end
+  end
+  pend, np = {}, 0
+end
 local sched, sched_ids = {}, {}
 local groups, gnames = {}, {}
 local claimed = {} -- unique key -> true once a task of the chunk holds it
@@ -146,6 +162,8 @@ for i = 1, n do
         h[#h + 1] = 'g'
         h[#h + 1] = gkey
       end
+      local prio, fkey = ARGV[b + 6], ARGV[b + 7]
+      lane_fields(h, prio ~= '' and prio or nil, fkey ~= '' and fkey or nil, c == '2' and now)
       redis.call('HSET', tk[i], unpack(h))
       if c == '7' then
         local g = groups[gkey]
@@ -160,6 +178,11 @@ for i = 1, n do
         sched[#sched + 1] = ARGV[b]
         sched[#sched + 1] = id
         sched_ids[id] = true
+      elseif prio ~= '' then
+        if push_lane(KEYS[1], KEYS[8], id, prio) == 1 then lane_ready = true end
+      elseif fkey ~= '' then
+        flush()
+        if push_lane(KEYS[1], KEYS[8], id, nil, false, fkey) == 1 then lane_ready = true end
       else
         np = np + 1
         pend[np] = id
@@ -178,16 +201,8 @@ for i = 1, n do
 end
 log_events(KEYS[7], ARGV[5], ARGV[1], 'e', lids, table.concat(lstates))
 
-if np > 0 then
-  -- LPUSH a b c pushes a first, as one LPUSH per task would.
-  local was_empty = false
-  for a = 1, np, 4000 do
-    local e = math.min(a + 3999, np)
-    local len = redis.call('LPUSH', KEYS[1], unpack(pend, a, e))
-    if a == 1 then was_empty = len == e end
-  end
-  if was_empty then redis.call('PUBLISH', ARGV[2], 'r:' .. ARGV[3]) end
-end
+flush()
+if lane_ready then redis.call('PUBLISH', ARGV[2], 'r:' .. ARGV[3]) end
 if #sched > 0 then
   call_many('ZADD', KEYS[2], sched)
   local head = redis.call('ZRANGE', KEYS[2], 0, 0)

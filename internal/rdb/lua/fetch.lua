@@ -1,5 +1,8 @@
--- fetch.lua: moves up to ARGV[2] pending tasks (oldest first) to active and
--- grants each a lease with a fresh token, within the queue's settings.
+-- fetch.lua: moves up to ARGV[2] pending tasks to active and grants each a
+-- lease with a fresh token, within the queue's settings: the highest
+-- priority first, oldest first within one; at priority 0, while tasks with
+-- a fair-sharing key are pending, the lanes in turn within each key's
+-- limits (lanelib.lua, broker.Broker.Fetch's doc).
 -- KEYS[1] pending list  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] paused flag   KEYS[5] task hash prefix  KEYS[6] settings hash
 -- KEYS[7] event log (stream)
@@ -7,27 +10,38 @@
 -- ARGV[4] token prefix ("<server ID>/<random>.", from the caller)
 -- ARGV[5] event log length ('0' = off)
 -- Returns {} when the queue is paused or empty; {-1, retry-in ms} when the
--- settings (max concurrency, rate limit) allow no task now; else
--- {deadline ms, lease ms, id, token, m, n, e, f, id, token, ...}. The
--- i-th task's token is ARGV[4] .. i; the leases hash stores it with '+'
--- appended when the task has a unique key or a retention or is watched.
--- An ID without a
--- task hash (never written by these scripts) is dropped from pending.
--- The tasks' starts are logged in one entry (log_events).
+-- settings (max concurrency, rate limit, the keys' limits) allow no task
+-- now; else {deadline ms, lease ms, id, token, m, n, e, f, id, token,
+-- ...}. The i-th task's token is ARGV[4] .. i; the leases hash stores it
+-- with '+' appended when the task has a unique key, a retention or a
+-- fair-sharing key, or is watched (Complete must read it).
+-- An ID without a task hash (never written by these scripts) is dropped
+-- from pending. The tasks' starts are logged in one entry (log_events).
 -- Settings (hash fields, settings.lua writes them): mc max concurrency,
 -- rl rate (tasks/s), rb burst, ld lease ms; tk, tt the rate limit's token
--- bucket (tokens at time tt ms).
+-- bucket (tokens at time tt ms); pl, kk, kc, kr, kb the lanes' marks and
+-- the keys' limits (lanelib.lua).
 if redis.call('EXISTS', KEYS[4]) == 1 then return {} end
 local max = tonumber(ARGV[2])
 local lease = tonumber(ARGV[3])
-local cfg = redis.call('HMGET', KEYS[6], 'mc', 'rl', 'rb', 'ld', 'tk', 'tt')
+local cfg = redis.call('HMGET', KEYS[6], 'mc', 'rl', 'rb', 'ld', 'tk', 'tt', 'pl', 'kk', 'kc', 'kr', 'kb')
+local mask = tonumber(cfg[7] or '0')
+local keyed = cfg[8]
+-- idle tells whether no lane holds a task.
+local function idle()
+  if keyed or redis.call('LLEN', KEYS[1]) > 0 then return false end
+  for p = 1, 9 do
+    if bit.band(mask, bit.lshift(1, p)) ~= 0 and redis.call('LLEN', KEYS[1] .. ':' .. p) > 0 then return false end
+  end
+  return true
+end
 local now, tokens
 if cfg[1] or cfg[2] or cfg[4] then
   if cfg[4] then lease = tonumber(cfg[4]) end
   if cfg[1] then
     local room = tonumber(cfg[1]) - redis.call('HLEN', KEYS[3])
     if room <= 0 then
-      if redis.call('LLEN', KEYS[1]) == 0 then return {} end
+      if idle() then return {} end
       return {-1, 100}
     end
     if room < max then max = room end
@@ -41,14 +55,115 @@ if cfg[1] or cfg[2] or cfg[4] then
       tokens = math.min(burst, tonumber(cfg[5]) + math.max(0, now - tonumber(cfg[6])) * rate / 1000)
     end
     if tokens < 1 then
-      if redis.call('LLEN', KEYS[1]) == 0 then return {} end
+      if idle() then return {} end
       return {-1, math.max(1, math.ceil((1 - tokens) * 1000 / rate))}
     end
     if math.floor(tokens) < max then max = math.floor(tokens) end
   end
 end
-local ids = redis.call('RPOP', KEYS[1], max)
-if not ids then return {} end
+local ids
+local held = {} -- ID -> its key, for the tasks taken from a key's lane
+if mask == 0 and not keyed then
+  ids = redis.call('RPOP', KEYS[1], max)
+  if not ids then return {} end
+else
+  ids = {}
+  -- The priority lanes, highest first. A lane that gave fewer tasks than
+  -- asked is empty: its mark is cleared.
+  if mask ~= 0 then
+    local keep = mask
+    for p = 9, 1, -1 do
+      local b = bit.lshift(1, p)
+      if bit.band(mask, b) ~= 0 then
+        local want = max - #ids
+        local got = redis.call('RPOP', KEYS[1] .. ':' .. p, want)
+        if got then
+          for _, id in ipairs(got) do ids[#ids + 1] = id end
+        end
+        if not got or #got < want then keep = bit.band(keep, bit.bnot(b)) end
+        if #ids == max then break end
+      end
+    end
+    if keep == 0 then
+      redis.call('HDEL', KEYS[6], 'pl')
+    elseif keep ~= mask then
+      redis.call('HSET', KEYS[6], 'pl', keep)
+    end
+  end
+  if #ids < max and not keyed then
+    local got = redis.call('RPOP', KEYS[1], max - #ids)
+    if got then
+      for _, id in ipairs(got) do ids[#ids + 1] = id end
+    end
+  elseif #ids < max then
+    -- The rotation: each turn takes the oldest task of the lane at the
+    -- front and puts the lane at the back, within its key's limits.
+    local P = KEYS[1]
+    local ring, wait, hheld = P .. ':ring', P .. ':wait', P .. ':held'
+    now = now or now_ms(ARGV[1])
+    for _, k in ipairs(redis.call('ZRANGEBYSCORE', wait, '-inf', now)) do
+      redis.call('ZREM', wait, k)
+      ring_join(P, k)
+    end
+    if redis.call('LLEN', P) > 0 then ring_join(P, '') end
+    local cap = tonumber(cfg[9] or '0')
+    local rate = tonumber(cfg[10] or '0')
+    local burst = math.max(tonumber(cfg[11] or '1'), 1)
+    -- The back of the rotation, kept here while lanes go to it.
+    local last = redis.call('ZRANGE', ring, -1, -1, 'WITHSCORES')
+    local back = last[2] and tonumber(last[2]) or 0
+    while #ids < max do
+      local k = redis.call('ZPOPMIN', ring)[1]
+      if not k then break end
+      local go = true
+      if k ~= '' and cap > 0 and tonumber(redis.call('HGET', hheld, k) or '0') >= cap then
+        go = false -- held back until a task of k ends (release_key)
+      elseif k ~= '' and rate > 0 then
+        local bk = P .. ':b:' .. k
+        local v = redis.call('GET', bk)
+        local tk = burst
+        if v then
+          local sep = string.find(v, ':', 1, true)
+          tk = math.min(burst, tonumber(string.sub(v, 1, sep - 1)) + math.max(0, now - tonumber(string.sub(v, sep + 1))) * rate / 1000)
+        end
+        if tk < 1 then
+          redis.call('ZADD', wait, now + math.ceil((1 - tk) * 1000 / rate), k)
+          go = false
+        else
+          tk = tk - 1
+          redis.call('SET', bk, string.format('%.17g', tk) .. ':' .. istr(now), 'PX', math.ceil((burst - tk) * 1000 / rate) + 1000)
+        end
+      end
+      if go then
+        local key = k ~= '' and k or nil
+        local l = lane_of(P, nil, key)
+        local id = redis.call('RPOP', l)
+        if id then
+          ids[#ids + 1] = id
+          if key then
+            held[id] = k
+            redis.call('HINCRBY', hheld, k, 1)
+          end
+        end
+        if id and redis.call('LLEN', l) > 0 then
+          back = back + 1
+          redis.call('ZADD', ring, back, k)
+        else
+          lane_left(P, KEYS[6], key)
+        end
+      end
+    end
+    if #ids == 0 and redis.call('ZCARD', P .. ':keys') > 0 then
+      -- Every lane is held back by its key's limits.
+      local w = 0
+      local first = redis.call('ZRANGE', wait, 0, 0, 'WITHSCORES')
+      if first[2] then w = math.max(tonumber(first[2]) - now, 1) end
+      if redis.call('ZCARD', P .. ':keys') > redis.call('ZCARD', wait) and (w == 0 or w > 100) then w = 100 end
+      if w > 0 then return {-1, w} end
+    end
+  end
+  if #ids == 0 then return {} end
+end
 now = now or now_ms(ARGV[1])
 local deadline = now + lease
 local out = {deadline, lease}
@@ -60,18 +175,20 @@ for _, id in ipairs(ids) do
   if f[1] then
     n = n + 1
     local tok = ARGV[4] .. n
-    local held = tok
-    if f[5] or f[6] or f[7] then held = tok .. '+' end
+    local h = tok
+    if f[5] or f[6] or f[7] or held[id] then h = tok .. '+' end
     zadd[#zadd + 1] = deadline
     zadd[#zadd + 1] = id
     lset[#lset + 1] = id
-    lset[#lset + 1] = held
+    lset[#lset + 1] = h
     out[#out + 1] = id
     out[#out + 1] = tok
     out[#out + 1] = f[1]
     out[#out + 1] = f[2]
     out[#out + 1] = f[3]
     out[#out + 1] = f[4]
+  elseif held[id] then
+    release_key(KEYS[1], held[id])
   end
 end
 if n > 0 then

@@ -1,11 +1,11 @@
 -- forward.lua: moves up to ARGV[2] due scheduled and retry tasks to
--- pending, earliest due first.
+-- pending (each to the back of its lane), earliest due first.
 -- KEYS[1] scheduled zset  KEYS[2] retry zset  KEYS[3] pending list
--- KEYS[4] task hash prefix  KEYS[5] event log (stream)
+-- KEYS[4] task hash prefix  KEYS[5] event log (stream)  KEYS[6] settings hash
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] limit  ARGV[3] events channel
 -- ARGV[4] queue name  ARGV[5] event log length ('0' = off)
 -- Returns {moved, has next (0/1), ms until the next due task (0 if due)}.
--- Publishes r:<queue> when pending was empty and a task was moved. A zset
+-- Publishes r:<queue> when a lane went from empty to not empty. A zset
 -- entry without a task hash is dropped. The retry tasks moved are logged
 -- as retried in one entry (log_events); scheduled tasks coming due are
 -- not logged.
@@ -13,7 +13,7 @@ local now = now_ms(ARGV[1])
 local limit = tonumber(ARGV[2])
 local a = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 local b = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
-local was_empty = redis.call('LLEN', KEYS[3]) == 0
+local ready = false
 local i, j, taken_a, taken_b, moved = 1, 1, 0, 0, 0
 local retried = {}
 while taken_a + taken_b < limit do
@@ -31,9 +31,10 @@ while taken_a + taken_b < limit do
     break
   end
   local tk = KEYS[4] .. id
-  if redis.call('HEXISTS', tk, 'm') == 1 then
+  local f = redis.call('HMGET', tk, 'm', 'P', 'k')
+  if f[1] then
     redis.call('HSET', tk, 's', '2', 'p', istr(now))
-    redis.call('LPUSH', KEYS[3], id)
+    if push_lane(KEYS[3], KEYS[6], id, f[2], false, f[3]) == 1 then ready = true end
     moved = moved + 1
     if retry then retried[#retried + 1] = id end
   end
@@ -42,7 +43,7 @@ end
 if taken_a > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, taken_a - 1) end
 if taken_b > 0 then redis.call('ZREMRANGEBYRANK', KEYS[2], 0, taken_b - 1) end
 log_events(KEYS[5], ARGV[5], ARGV[1], 'r', retried, string.rep('2', #retried))
-if was_empty and moved > 0 then
+if ready then
   redis.call('PUBLISH', ARGV[3], 'r:' .. ARGV[4])
 end
 local next

@@ -5,6 +5,7 @@
 -- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] group zset prefix
 -- KEYS[10] leases hash  KEYS[11] aggregation sets zset
 -- KEYS[12] aggregation set prefix (hashes; fields "i:<id>" are its tasks)
+-- KEYS[13] settings hash
 -- ARGV[1] glob matching every task hash of the queue (not a key: escaping
 -- can change its hash tag)
 -- Returns a list of violations (strings); empty when consistent.
@@ -18,7 +19,15 @@ local function add(id, name, state)
   end
   w[#w + 1] = {name, state}
 end
-for _, id in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do add(id, 'pending', '2') end
+-- lane_name names a pending lane in the violations: 'pending' for the
+-- pending list, 'pending:<p>' for the lane of priority p, 'pending:k:<key>'
+-- for the lane of a key.
+local function lane_name(l)
+  return 'pending' .. string.sub(l, string.len(KEYS[2]) + 1)
+end
+for _, l in ipairs(pending_lists(KEYS[2])) do
+  for _, id in ipairs(redis.call('LRANGE', l, 0, -1)) do add(id, lane_name(l), '2') end
+end
 local zsets = {{KEYS[3], 'active', '1'}, {KEYS[4], 'scheduled', '3'}, {KEYS[5], 'retry', '4'},
   {KEYS[6], 'archived', '5'}, {KEYS[7], 'completed', '6'}}
 for _, z in ipairs(zsets) do
@@ -37,12 +46,15 @@ for _, set in ipairs(redis.call('ZRANGE', KEYS[11], 0, -1)) do
   end
 end
 local seen = {}
+local held_by = {} -- key -> its active tasks
 local plen = string.len(KEYS[1])
 for _, key in ipairs(redis.call('KEYS', ARGV[1])) do
   local id = string.sub(key, plen + 1)
   seen[id] = true
-  local f = redis.call('HMGET', key, 's', 'm')
+  local f = redis.call('HMGET', key, 's', 'm', 'P', 'k')
+  local prio, fkey = f[3], f[4]
   f[3] = f[2]
+  f[4] = nil
   f[2] = redis.call('HGET', KEYS[10], id)
   -- Pending and active tasks have s absent or 2; the leases hash tells
   -- active.
@@ -69,6 +81,14 @@ for _, key in ipairs(redis.call('KEYS', ARGV[1])) do
       end
     end
   end
+  local own = lane_name(lane_of(KEYS[2], prio, fkey))
+  if f[1] == '2' and w and #w == 1 and w[1][1] ~= own then
+    bad[#bad + 1] = 'pending task ' .. id .. ' waits in ' .. w[1][1] .. ', not in its lane ' .. own
+  end
+  if f[2] and fkey then held_by[fkey] = (held_by[fkey] or 0) + 1 end
+  if f[1] == '2' and fkey and not prio and not redis.call('ZSCORE', KEYS[2] .. ':keys', fkey) then
+    bad[#bad + 1] = 'pending task ' .. id .. ' has key ' .. fkey .. ', which is not listed'
+  end
   if f[1] == '1' then
     if not f[2] or f[2] == '' then bad[#bad + 1] = 'active task ' .. id .. ' has no lease token' end
     if not redis.call('ZSCORE', KEYS[3], id) then bad[#bad + 1] = 'active task ' .. id .. ' has no active-zset entry' end
@@ -86,5 +106,34 @@ for id, w in pairs(where) do
     end
   end
 end
+-- The fair-sharing state (lanelib.lua).
+local P = KEYS[2]
+local listed = redis.call('ZRANGE', P .. ':keys', 0, -1)
+for _, k in ipairs(listed) do
+  if redis.call('LLEN', P .. ':k:' .. k) == 0 then bad[#bad + 1] = 'key ' .. k .. ' is listed but its lane is empty' end
+  if not redis.call('ZSCORE', P .. ':ring', k) and not redis.call('ZSCORE', P .. ':wait', k) and not redis.call('HGET', P .. ':held', k) then
+    bad[#bad + 1] = 'key ' .. k .. ' has pending tasks but is neither in the rotation, waiting nor held back'
+  end
+end
+if (#listed > 0) ~= (redis.call('HEXISTS', KEYS[13], 'kk') == 1) then
+  bad[#bad + 1] = 'the settings flag kk disagrees with the ' .. #listed .. ' listed keys'
+end
+for _, m in ipairs(redis.call('ZRANGE', P .. ':ring', 0, -1)) do
+  if redis.call('LLEN', lane_of(P, nil, m ~= '' and m or nil)) == 0 then
+    bad[#bad + 1] = 'the rotation holds the empty lane of key "' .. m .. '"'
+  end
+end
+if #listed == 0 and redis.call('EXISTS', P .. ':ring') == 1 then bad[#bad + 1] = 'the rotation holds lanes and no task with a key is pending' end
+for _, k in ipairs(redis.call('ZRANGE', P .. ':wait', 0, -1)) do
+  if redis.call('LLEN', P .. ':k:' .. k) == 0 then bad[#bad + 1] = 'key ' .. k .. ' waits with an empty lane' end
+end
+local hh = redis.call('HGETALL', P .. ':held')
+for i = 1, #hh, 2 do
+  if tonumber(hh[i + 1]) ~= (held_by[hh[i]] or 0) then
+    bad[#bad + 1] = 'key ' .. hh[i] .. ' counts ' .. hh[i + 1] .. ' active tasks, it has ' .. (held_by[hh[i]] or 0)
+  end
+  held_by[hh[i]] = nil
+end
+for k, n in pairs(held_by) do bad[#bad + 1] = 'key ' .. k .. ' has ' .. n .. ' active tasks and no count' end
 table.sort(bad)
 return bad

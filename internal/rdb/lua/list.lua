@@ -1,17 +1,28 @@
 -- list.lua: reads one page of the tasks of one structure of a queue, by
 -- rank: O(log n + page), never a scan (read only).
--- KEYS[1] the structure (pending list, or a zset)  KEYS[2] task hash prefix
--- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] 'l' (list, oldest first, that
--- is from its right end), 'z' (zset, lowest score first) or 'r' (zset,
--- highest score first)  ARGV[3] offset  ARGV[4] limit
+-- KEYS[1] the structure (a zset, or the pending list)  KEYS[2] task hash
+-- prefix
+-- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] 'p' (the pending lanes of
+-- lanelib.lua in fetch order, each oldest first, that is from its right
+-- end; O(lanes + log n + page)), 'z' (zset, lowest score first) or 'r'
+-- (zset, highest score first)  ARGV[3] offset  ARGV[4] limit
 -- Returns {now ms, id, score (false for the list), m, n, e, f, r, c, id,
 -- ...}; an entry without a task hash is left out.
 local now = now_ms(ARGV[1])
 local kind, off, lim = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local ids, scores = {}, {}
-if kind == 'l' then
-  local r = redis.call('LRANGE', KEYS[1], -(off + lim), -(off + 1))
-  for i = #r, 1, -1 do ids[#ids + 1] = r[i] end
+if kind == 'p' then
+  for _, l in ipairs(pending_lists(KEYS[1])) do
+    local n = redis.call('LLEN', l)
+    if off >= n then
+      off = off - n
+    else
+      local r = redis.call('LRANGE', l, -math.min(off + lim - #ids, n), -(off + 1))
+      for i = #r, 1, -1 do ids[#ids + 1] = r[i] end
+      off = 0
+      if #ids >= lim then break end
+    end
+  end
 else
   local r
   if kind == 'z' then

@@ -1,7 +1,7 @@
 -- retry.lua: moves an active task to retry after a failed attempt.
 -- KEYS[1] task hash  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] retry zset  KEYS[5] processed counter  KEYS[6] failed counter
--- KEYS[7] event log (stream)
+-- KEYS[7] event log (stream)  KEYS[8] pending list (the lanes, lanelib.lua)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] lease token
 -- ARGV[4] delay ms  ARGV[5] error message  ARGV[6] '1' is a failure: it
 -- counts in Retried and the failed counters
@@ -10,9 +10,12 @@
 -- ARGV[10] event log length ('0' = off)
 -- Returns 1 when moved, 0 when the lease is lost (not active, other token,
 -- or, with ARGV[7], not expired yet). Publishes s:<queue> when the task
--- became the earliest retry task. Logs the failure (log_event).
+-- became the earliest retry task. Logs the failure (log_event). A task
+-- with a fair-sharing key frees its key's slot (publishing r:<queue> when
+-- a key held back rejoins).
 local id = ARGV[2]
-if not holds(redis.call('HGET', KEYS[3], id), ARGV[3]) then return 0 end
+local h = redis.call('HGET', KEYS[3], id)
+if not holds(h, ARGV[3]) then return 0 end
 local now = now_ms(ARGV[1])
 if ARGV[7] == '1' then
   local d = redis.call('ZSCORE', KEYS[2], id)
@@ -20,6 +23,10 @@ if ARGV[7] == '1' then
 end
 redis.call('ZREM', KEYS[2], id)
 redis.call('HDEL', KEYS[3], id)
+if string.byte(h, -1) == 43 then -- '+': the task may have a key
+  local k = redis.call('HGET', KEYS[1], 'k')
+  if k and release_key(KEYS[8], k) then redis.call('PUBLISH', ARGV[8], 'r:' .. ARGV[9]) end
+end
 redis.call('HSET', KEYS[1], 's', '4', 'e', ARGV[5], 'f', istr(now))
 redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), id)
 count(KEYS[5], now, 1)

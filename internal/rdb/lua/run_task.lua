@@ -3,11 +3,13 @@
 -- KEYS[1] task hash  KEYS[2] pending list  KEYS[3] scheduled zset
 -- KEYS[4] retry zset  KEYS[5] archived zset  KEYS[6] group zset prefix
 -- KEYS[7] groups set  KEYS[8] leases hash  KEYS[9] event log (stream)
+-- KEYS[10] settings hash
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] events channel
 -- ARGV[4] queue name  ARGV[5] event log length ('0' = off)
 -- Returns 1 when moved, -1 when there is no such task, -2 when it is in
 -- another state (pending, active, completed, or aggregating but taken by
--- an aggregator). Publishes r:<queue> when pending went from empty to one
+-- an aggregator). The task goes to the back of its lane (lanelib.lua).
+-- Publishes r:<queue> when its lane went from empty to one
 -- task. Logs it as retried (log_event).
 local id = ARGV[2]
 local s = state_of(KEYS[1], KEYS[8], id)
@@ -31,7 +33,7 @@ if redis.call('ZREM', from, id) == 0 then return -2 end
 if g and redis.call('ZCARD', from) == 0 then redis.call('SREM', KEYS[7], g) end
 local now = now_ms(ARGV[1])
 make_pending(KEYS[1], now)
-if redis.call('LPUSH', KEYS[2], id) == 1 then
+if push_task(KEYS[2], KEYS[10], KEYS[1], id) == 1 then
   redis.call('PUBLISH', ARGV[3], 'r:' .. ARGV[4])
 end
 log_event(KEYS[9], ARGV[5], ARGV[1], 'r', id, '2', '')

@@ -1,9 +1,10 @@
 -- stats.lua: reads the sizes, counters and settings of one queue, in
 -- O(groups + aggregation sets) whatever the number of tasks. Its one write:
--- the oldest pending task gets its p field (when it became pending) if it
--- has none, as a plain enqueue does not write it (that would cost every
--- enqueue a field), so its age counts from the first look.
--- KEYS[1] pending list  KEYS[2] active zset  KEYS[3] leases hash
+-- the task at the head of each pending lane gets its p field (when it
+-- became pending) if it has none, as a plain enqueue does not write it
+-- (that would cost every enqueue a field), so its age counts from the
+-- first look. The oldest pending task is the oldest of those heads.
+-- KEYS[1] pending list (and its lanes, lanelib.lua)  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] scheduled zset  KEYS[5] retry zset  KEYS[6] archived zset
 -- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] group zset prefix
 -- KEYS[10] aggregation sets zset  KEYS[11] aggregation set prefix
@@ -16,11 +17,14 @@
 -- failed total, oldest pending since ms (0: none), paused (0/1),
 -- max concurrency, rate limit, rate burst, lease ms (each false when
 -- unset), memory bytes (-1: not measured), exists (0/1: any key of the
--- queue exists)}.
+-- queue exists), key max concurrency, key rate limit, key rate burst
+-- (each false when unset)}.
 local now = now_ms(ARGV[1])
 local function num(v) return tonumber(v or '0') end
 local day = ':' .. istr(math.floor(now / 86400000))
-local pending = redis.call('LLEN', KEYS[1])
+local lists = pending_lists(KEYS[1])
+local pending = 0
+for _, l in ipairs(lists) do pending = pending + redis.call('LLEN', l) end
 local active = redis.call('HLEN', KEYS[3])
 local counts = {}
 for i = 4, 7 do counts[#counts + 1] = redis.call('ZCARD', KEYS[i]) end
@@ -35,16 +39,21 @@ for _, s in ipairs(sets) do
   aggregating = aggregating + math.max(redis.call('HLEN', KEYS[11] .. s) - 2, 0)
 end
 local oldest = 0
-local head = redis.call('LINDEX', KEYS[1], -1)
-if head then
-  local tk = KEYS[16] .. head
-  oldest = tonumber(redis.call('HGET', tk, 'p'))
-  if not oldest then
-    oldest = now
-    if redis.call('HEXISTS', tk, 'm') == 1 then redis.call('HSET', tk, 'p', istr(now)) end
+local head
+for _, l in ipairs(lists) do
+  local h = redis.call('LINDEX', l, -1)
+  if h then
+    head = head or h
+    local tk = KEYS[16] .. h
+    local since = tonumber(redis.call('HGET', tk, 'p'))
+    if not since then
+      since = now
+      if redis.call('HEXISTS', tk, 'm') == 1 then redis.call('HSET', tk, 'p', istr(now)) end
+    end
+    if oldest == 0 or since < oldest then oldest = since end
   end
 end
-local st = redis.call('HMGET', KEYS[15], 'mc', 'rl', 'rb', 'ld')
+local st = redis.call('HMGET', KEYS[15], 'mc', 'rl', 'rb', 'ld', 'kc', 'kr', 'kb')
 local mem = -1
 local samples = tonumber(ARGV[2])
 if samples > 0 then
@@ -55,6 +64,7 @@ if samples > 0 then
   for i = 1, 15 do
     if i ~= 9 and i ~= 11 then mem = mem + usage(KEYS[i]) end
   end
+  for i = 1, #lists - 1 do mem = mem + usage(lists[i]) end
   for _, g in ipairs(groups) do mem = mem + usage(KEYS[9] .. g) end
   for _, s in ipairs(sets) do mem = mem + usage(KEYS[11] .. s) end
   -- Task hashes: the average of a few, times the number of tasks.
@@ -82,4 +92,4 @@ local exists = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6],
 return {now, pending, active, counts[1], counts[2], counts[3], counts[4], aggregating, #groups,
   num(redis.call('GET', KEYS[12] .. day)), num(redis.call('GET', KEYS[13] .. day)),
   num(redis.call('GET', KEYS[12])), num(redis.call('GET', KEYS[13])),
-  oldest, redis.call('EXISTS', KEYS[14]), st[1], st[2], st[3], st[4], mem, math.min(exists, 1)}
+  oldest, redis.call('EXISTS', KEYS[14]), st[1], st[2], st[3], st[4], mem, math.min(exists, 1), st[5], st[6], st[7]}

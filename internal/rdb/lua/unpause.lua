@@ -8,7 +8,7 @@
 -- the resume (log_event) when it was paused.
 if redis.call('DEL', KEYS[1]) == 0 then return 0 end
 log_event(KEYS[3], ARGV[4], ARGV[3], 'u', '', '', '')
-if redis.call('LLEN', KEYS[2]) > 0 then
+if pending_count(KEYS[2]) > 0 then
   redis.call('PUBLISH', ARGV[1], 'r:' .. ARGV[2])
 end
 return 1

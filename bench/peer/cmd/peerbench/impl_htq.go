@@ -128,6 +128,21 @@ func (h *htqImpl) EnqueueBatch(ctx context.Context, payloads [][]byte) error {
 	return err
 }
 
+// EnqueueBatchKeyed makes the fair scenario's tasks, with htq.Key (no
+// option for "").
+func (h *htqImpl) EnqueueBatchKeyed(ctx context.Context, key string, payloads [][]byte) error {
+	tasks := make([]*htq.Task, len(payloads))
+	for i, p := range payloads {
+		tasks[i] = htq.NewTask(htqTaskType, p)
+	}
+	opts := []htq.Option{htq.Queue(h.pick())}
+	if key != "" {
+		opts = append(opts, htq.Key(key))
+	}
+	_, err := h.client.EnqueueBatch(ctx, tasks, opts...)
+	return err
+}
+
 func (h *htqImpl) StartWorkers(concurrency int, handler Handler) (func(), error) {
 	st, closeStorage := h.st, func() {}
 	if h.dir == "" {

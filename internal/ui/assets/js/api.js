@@ -58,6 +58,7 @@ export const paths = {
   taskAction: (name, id, action) => `/v1/queues/${q(name)}/tasks/${q(id)}/${action}`,
   bulk: (name) => `/v1/queues/${q(name)}/bulk`,
   groups: (name) => `/v1/queues/${q(name)}/groups`,
+  keys: (name) => `/v1/queues/${q(name)}/keys`,
   series: (name) => `/v1/queues/${q(name)}/series?minutes=60`,
   history: (name, days) => `/v1/queues/${q(name)}/history?days=${days}`,
   servers: () => '/v1/servers',

@@ -1,6 +1,6 @@
 // A queue: its figures and charts, its tasks by state in tabs (paged),
-// its groups, a search by task ID, and the actions on tasks, on every task
-// of a state, and on the queue.
+// its groups, its fair-sharing keys, a search by task ID, and the actions
+// on tasks, on every task of a state, and on the queue.
 
 import { call, paths, readOnly, APIError } from '../api.js';
 import { h, num, rate, dur, bytes, badge, link, card, when, clip } from '../dom.js';
@@ -11,7 +11,7 @@ import { setPaused, actionButtons, bulk, bulkActionsFor, TASK_ACTIONS, toast } f
 import { navigate } from '../nav.js';
 import { preview } from './task.js';
 
-const TABS = ['active', 'pending', 'scheduled', 'retry', 'archived', 'completed', 'groups'];
+const TABS = ['active', 'pending', 'scheduled', 'retry', 'archived', 'completed', 'groups', 'keys'];
 const PAGE_SIZE = 20;
 
 // The time column of each state: its head and the task's field.
@@ -27,7 +27,7 @@ export function mount(main, { queue }) {
   const qs = new URLSearchParams(location.search);
   const group = qs.get('group') || '';
   const tab = TABS.includes(qs.get('state')) ? qs.get('state') : group ? 'groups' : 'pending';
-  const state = tab === 'groups' ? (group ? 'aggregating' : null) : tab;
+  const state = tab === 'groups' ? (group ? 'aggregating' : null) : tab === 'keys' ? null : tab;
   const pageNo = Math.max(1, parseInt(qs.get('page') || '1', 10) || 1);
   const base = `/ui/queues/${encodeURIComponent(queue)}`;
   const here = (params) => `${base}?${new URLSearchParams(params)}`;
@@ -53,13 +53,14 @@ export function mount(main, { queue }) {
   const before = Promise.all([call('GET', paths.series(queue)), call('GET', paths.history(queue, 14))]).catch(() => [null, null]);
 
   async function load() {
-    const [q, list, groups, [series, history]] = await Promise.all([
+    const [q, list, groups, keys, [series, history]] = await Promise.all([
       call('GET', paths.queue(queue)),
       state ? call('GET', paths.tasks(queue, { state, page: pageNo, page_size: PAGE_SIZE, ...(group ? { group } : {}) })) : null,
       tab === 'groups' && !group ? call('GET', paths.groups(queue)) : null,
+      tab === 'keys' ? call('GET', paths.keys(queue)) : null,
       before,
     ]);
-    return { q, list, groups, series, history };
+    return { q, list, groups, keys, series, history };
   }
 
   const titlePart = part();
@@ -84,11 +85,12 @@ export function mount(main, { queue }) {
     showErr ? 'Last error' : null, readOnly ? null : h('th', {})], [], { class: 'tasks', id: 'tasks' });
   const pager = part('div', { class: 'pager' });
   const groupPart = part();
+  const keyPart = part();
 
   const daily = part('div', { class: 'charts charts-1' });
-  const p = page(main, 'queue', load, ({ q, list: tasks, groups, series, history }, body) => {
+  const p = page(main, 'queue', load, ({ q, list: tasks, groups, keys, series, history }, body) => {
     recordOne(q);
-    if (!body.firstChild) body.append(cards, charts, daily, tabs, ...(state ? [bar, empty, list, pager] : [groupPart]));
+    if (!body.firstChild) body.append(cards, charts, daily, tabs, ...(state ? [bar, empty, list, pager] : [tab === 'keys' ? keyPart : groupPart]));
     daily.update(history, () => (history?.days?.length ? barChart(`Last ${history.days.length} days`, history.days) : null));
     const st = q.stats || {};
     titlePart.update([q.name, q.mode, q.paused], () => title(q));
@@ -103,8 +105,12 @@ export function mount(main, { queue }) {
       card('memory', bytes(st.memory_bytes))]);
     const cd = chartData(q.name, series);
     charts.replaceChildren(...queueCharts(cd));
-    for (const t of TABS) tabCounts[t].textContent = num(t === 'groups' ? st.groups : st[t]);
+    for (const t of TABS) {
+      if (t === 'keys') tabCounts[t].textContent = keys?.keys ? num(keys.keys.length) : '';
+      else tabCounts[t].textContent = num(t === 'groups' ? st.groups : st[t]);
+    }
     if (state) drawTasks(q, tasks, st);
+    else if (tab === 'keys') keyPart.update(keys, () => keyList(keys));
     else groupPart.update(groups, () => groupList(groups));
   });
   p.head.append(titlePart, search);
@@ -132,7 +138,7 @@ export function mount(main, { queue }) {
     empty.update(tasks.tasks.length === 0, () => (tasks.tasks.length === 0
       ? h('p', { class: 'empty', text: pageNo > 1 ? 'No tasks on this page.' : `No ${state} tasks.` }) : null));
     list.hidden = tasks.tasks.length === 0;
-    rows(list.tbody, tasks.tasks, (t) => t.id, (t) => [t.state, t.type, t.retried, t.last_error, preview(t)], (t) => taskRow(q, t));
+    rows(list.tbody, tasks.tasks, (t) => t.id, (t) => [t.state, t.type, t.priority, t.key, t.retried, t.last_error, preview(t)], (t) => taskRow(q, t));
     pager.update([pageNo, tasks.next_page, tasks.tasks.length], () => (tasks.tasks.length === 0 && pageNo === 1 ? null : [
       pageNo > 1 ? link(here({ state: tab, page: pageNo - 1, ...(group ? { group } : {}) }), '← Previous', { class: 'btn btn-small' }) : null,
       h('span', { class: 'muted', text: `Page ${pageNo}` }),
@@ -144,7 +150,9 @@ export function mount(main, { queue }) {
     const time = tc ? h('td', {}) : null;
     const tr = h('tr', { dataset: { task: t.id } },
       h('td', { class: 'mono' }, link(`${base}/tasks/${encodeURIComponent(t.id)}`, clip(t.id, 28), { title: t.id })),
-      h('td', { text: t.type }),
+      h('td', {}, t.type,
+        t.priority ? h('span', { class: 'muted', dataset: { priority: t.priority }, title: 'priority', text: ` · p${t.priority}` }) : null,
+        t.key ? h('span', { class: 'muted mono', dataset: { key: t.key }, title: 'fair-sharing key', text: ` · ${clip(t.key, 24)}` }) : null),
       h('td', { class: 'mono preview', text: clip(preview(t), 70) }),
       h('td', { class: 'num', text: `${t.retried} / ${t.max_retry}` }),
       time,
@@ -152,6 +160,18 @@ export function mount(main, { queue }) {
       readOnly ? null : h('td', { class: 'actions' }, actionButtons(q.name, t, () => p.refresh())));
     if (time) tr.set = (cur) => time.replaceChildren(when(cur[tc[1]]));
     return tr;
+  }
+
+  // keyList shows the keys of GET /v1/queues/{queue}/keys with their
+  // pending and running tasks (running ones count against
+  // key_max_concurrency).
+  function keyList(keys) {
+    if (keys.keys.length === 0) return h('p', { class: 'empty', text: 'No key has pending or running tasks.' });
+    return table(['Key', h('th', { class: 'num', text: 'Pending' }), h('th', { class: 'num', text: 'Running' })],
+      keys.keys.map((k) => h('tr', { dataset: { key: k.key } },
+        h('td', { class: 'mono', text: k.key }),
+        h('td', { class: 'num', text: num(k.pending) }),
+        h('td', { class: 'num', text: num(k.active) }))), { class: 'keys', id: 'keys' });
   }
 
   // groupList shows the groups of GET /v1/queues/{queue}/groups, each a

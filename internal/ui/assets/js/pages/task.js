@@ -112,6 +112,8 @@ function detailPanels(t) {
     ['Type', h('span', { class: 'mono', text: t.type })],
     ['Retries', `${t.retried} of ${t.max_retry}`],
     t.group ? ['Group', t.group] : null,
+    t.priority ? ['Priority', String(t.priority)] : null,
+    t.key ? ['Key', h('span', { class: 'mono', text: t.key })] : null,
     t.next_process_at ? ['Next run', when(t.next_process_at)] : null,
     t.last_failed_at ? ['Last failed', when(t.last_failed_at)] : null,
     t.completed_at ? ['Completed', when(t.completed_at)] : null,

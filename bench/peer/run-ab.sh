@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Measures this checkout's htq against another checkout's (BASE: a
+# directory holding another htq tree, e.g. the main branch's) with the
+# same harness, in the same run, against the same private redis-server:
+# the plain enqueue and process scenarios, each repetition running BASE's
+# build and this one's back to back (alternating which goes first), so
+# that both see the same machine load. A change that must cost nothing on
+# the plain paths shows it here. Then, when FAIR=1, the fair scenario
+# (fair sharing by key, this build only) with and without keys.
+#
+#   BASE=/path/to/main REPS=5 bench/peer/run-ab.sh
+#
+# Environment: BASE (required), PORT (default 6394; refused when taken),
+# REPS (default 5), IMPLS (default "htq htq-file"), FAIR (default 1),
+# OUT (default results-ab.jsonl). JSON lines carry label "base" or "this";
+# the summary (bin/summarize -base-label base) goes to stderr and
+# summary-ab.md.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+BASE=${BASE:?set BASE to the directory of the htq tree to compare with}
+PORT=${PORT:-6394}
+REPS=${REPS:-5}
+IMPLS=${IMPLS:-"htq htq-file"}
+FAIR=${FAIR:-1}
+OUT=${OUT:-results-ab.jsonl}
+SUMMARY=${SUMMARY:-summary-ab.md}
+GO=${GO:-go}
+ADDR=127.0.0.1:$PORT
+
+log() { printf '[run-ab %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+log "building this checkout and $BASE"
+"$GO" build -o bin/peerbench ./cmd/peerbench
+"$GO" build -o bin/summarize ./cmd/summarize
+(cd "$BASE/bench/peer" && "$GO" build -o "$OLDPWD/bin/peerbench-base" ./cmd/peerbench)
+
+if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
+  log "something already listens on 127.0.0.1:$PORT; refusing to FLUSHALL it (set PORT)"; exit 1
+fi
+DATA=$(mktemp -d)
+REDIS_PID=""
+cleanup() {
+  if [ -n "$REDIS_PID" ] && kill -0 "$REDIS_PID" 2>/dev/null; then
+    kill -TERM "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null || true
+  fi
+  rm -rf "$DATA"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DATA" --save "" --appendonly no \
+  --logfile redis.log --daemonize no &
+REDIS_PID=$!
+for _ in $(seq 50); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+log "redis-server pid $REDIS_PID on $ADDR"
+
+: >"$OUT"
+load() { printf '{"scenario":"loadavg","loadavg":"%s","time":"%s"}\n' "$(cut -d' ' -f1-3 /proc/loadavg)" "$(date -u +%FT%TZ)" | tee -a "$OUT"; }
+plain() { # $1 = binary, $2 = label, $3 = impl, $4 = rep
+  local L=(-addr "$ADDR" -impl "$3" -label "$2" -run "$4")
+  "$1" -scenario enqueue -n 50000 -conc 1 "${L[@]}"
+  "$1" -scenario enqueue -n 50000 -conc 16 "${L[@]}"
+  "$1" -scenario enqueue-batch -n 50000 -batch 1000 -conc 1 "${L[@]}"
+  "$1" -scenario process -n 50000 -conc 10 "${L[@]}"
+  "$1" -scenario process -n 50000 -conc 50 "${L[@]}"
+}
+T0=$(date +%s)
+load
+for rep in $(seq "$REPS"); do
+  for impl in $IMPLS; do
+    if [ $((rep % 2)) = 1 ]; then order="base this"; else order="this base"; fi
+    for which in $order; do
+      log "rep $rep/$REPS $impl $which"
+      bin=./bin/peerbench; [ "$which" = base ] && bin=./bin/peerbench-base
+      plain "$bin" "$which" "$impl" "$rep" 2>/dev/null | tee -a "$OUT"
+    done
+  done
+  load
+done
+if [ "$FAIR" = 1 ]; then
+  for rep in $(seq "$REPS"); do
+    for impl in $IMPLS; do
+      log "rep $rep/$REPS $impl fair"
+      ./bin/peerbench -addr "$ADDR" -impl "$impl" -label this -run "$rep" -scenario fair -n 100000 -small 100 -conc 10 2>/dev/null | tee -a "$OUT"
+      ./bin/peerbench -addr "$ADDR" -impl "$impl" -label this -run "$rep" -scenario fair -n 100000 -small 100 -conc 10 -fair-keys=false 2>/dev/null | tee -a "$OUT"
+    done
+  done
+  load
+fi
+log "took $(( $(date +%s) - T0 )) s"
+./bin/summarize -ref htq -base-label base "$OUT" | tee "$SUMMARY" >&2
