@@ -50,8 +50,15 @@ func init() {
 		if opts["cluster"] == "true" {
 			url = "redis-cluster://" + addr
 		}
-		delete(opts, "cluster")
-		return newHTQ(&htqImpl{url: url, queue: queue}, addr, opts)
+		// A copy without "cluster": the scale-out scenario passes the
+		// caller's options on to its worker processes, which need it too.
+		rest := make(map[string]string, len(opts))
+		for k, v := range opts {
+			if k != "cluster" {
+				rest[k] = v
+			}
+		}
+		return newHTQ(&htqImpl{url: url, queue: queue}, addr, rest)
 	})
 	// htq on its embedded store (file:, a fresh temporary directory per
 	// run): the same scenarios, Redis unused.
