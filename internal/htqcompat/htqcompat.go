@@ -173,20 +173,30 @@ func (h *Handler) htqFail(w http.ResponseWriter, r *http.Request, code int, msg 
 }
 
 // htqForm parses a urlencoded or multipart/form-data body (at most
-// MaxBodyBytes) and checks app_key and app_token in constant time. It
-// answers the request itself and returns false when the call cannot go on:
-// a body that does not parse with the endpoint's failure code and message.
+// MaxBodyBytes; a multipart one in its plain shape by simpleForm) and
+// checks app_key and app_token in constant time. It answers the request
+// itself and returns false when the call cannot go on: a body that does
+// not parse with the endpoint's failure code and message.
 func (h *Handler) htqForm(w http.ResponseWriter, r *http.Request, failCode int, failMsg string) (url.Values, bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
 	var err error
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt == "multipart/form-data" {
-		err = r.ParseMultipartForm(h.opts.MaxBodyBytes)
-		if r.MultipartForm != nil {
-			defer r.MultipartForm.RemoveAll()
-		}
-	} else {
+	var f url.Values
+	mt, params, perr := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "multipart/form-data" {
 		err = r.ParseForm()
+		f = r.PostForm
+	} else {
+		simple := false
+		if perr == nil {
+			f, simple = simpleForm(r, params["boundary"], h.opts.MaxBodyBytes)
+		}
+		if !simple {
+			err = r.ParseMultipartForm(h.opts.MaxBodyBytes)
+			f = r.PostForm
+			if r.MultipartForm != nil {
+				defer r.MultipartForm.RemoveAll()
+			}
+		}
 	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -196,7 +206,6 @@ func (h *Handler) htqForm(w http.ResponseWriter, r *http.Request, failCode int, 
 		h.htqFail(w, r, failCode, failMsg, err)
 		return nil, false
 	}
-	f := r.PostForm
 	keyOK := subtle.ConstantTimeCompare([]byte(f.Get("app_key")), h.appKey)
 	tokenOK := subtle.ConstantTimeCompare([]byte(f.Get("app_token")), h.appToken)
 	if len(h.appKey) == 0 && len(h.appToken) == 0 || keyOK&tokenOK != 1 {

@@ -52,7 +52,7 @@ func (r *Registry) Queues() *Cache { return r.cache }
 // completed retention (Queue.CompletedRetention), so that the result a
 // worker sends, or a URL task's answer, can be read after it completes.
 func (r *Registry) Build(ctx context.Context, s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, error) {
-	task, opts, ut, err := Build(s, q)
+	task, opts, target, err := Build(s, q)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -61,17 +61,20 @@ func (r *Registry) Build(ctx context.Context, s *TaskSpec, q *Queue) (*htq.Task,
 			opts = append(opts, htq.Retention(d))
 		}
 	}
-	if ut != nil && r.checkTarget != nil {
-		u, _ := url.Parse(ut.URL) // Validate parsed it already
-		if err := r.checkTarget(ctx, u); errors.Is(err, base.ErrInvalidArgument) {
+	if target != nil && r.checkTarget != nil {
+		if err := r.checkTarget(ctx, target); errors.Is(err, base.ErrInvalidArgument) {
 			return nil, nil, err // a malformed URL, not a refused target
 		} else if err != nil {
 			return nil, nil, fmt.Errorf("%w: %v", ErrTargetNotAllowed, err)
 		}
 		// A callback's target is checked as the task's own, and a refused
 		// one is bad input naming its field: the task itself could run.
+		var o TaskOptions
+		if s.Options != nil {
+			o = *s.Options
+		}
 		for _, cb := range []struct{ field, url string }{
-			{"options." + CallbackSuccess, ut.Callback}, {"options." + CallbackFailure, ut.FailureCallback}} {
+			{"options." + CallbackSuccess, o.Callback}, {"options." + CallbackFailure, o.FailureCallback}} {
 			if cb.url == "" {
 				continue
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"time"
@@ -263,8 +264,8 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 // Build turns a spec into an htq task with its options (the queue
 // option not included), checked against the queue's record. For a URL
-// task it also returns the URLTask it made.
-func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *URLTask, error) {
+// task it also returns its target, parsed.
+func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *url.URL, error) {
 	if err := s.CheckKind(); err != nil {
 		return nil, nil, nil, err
 	}
@@ -316,7 +317,8 @@ func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *URLTask, error) {
 	if ut.Variable != nil && (ut.Variable.IntervalS < 0 || ut.Variable.IntervalS > float64(MaxIntervalLimit)) {
 		return nil, nil, nil, invalid(fmt.Sprintf("URL task: variable.interval_s %v is out of range", ut.Variable.IntervalS))
 	}
-	if _, err := ut.Validate(); err != nil {
+	target, err := ut.Validate()
+	if err != nil {
 		return nil, nil, nil, err
 	}
 	if n, ok := q.MaxRetry(); ok && (s.Options == nil || s.Options.MaxRetry == nil) {
@@ -330,7 +332,7 @@ func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *URLTask, error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return htq.NewTask(TypeURL, payload), opts, ut, nil
+	return htq.NewTask(TypeURL, payload), opts, target, nil
 }
 
 // invalid wraps a message as an ErrInvalidArgument error whose text is the
