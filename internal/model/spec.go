@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -113,13 +114,16 @@ func (o *TaskOptions) UnmarshalJSON(b []byte) error {
 		ProcessAt *jsonTime `json:"process_at,omitempty"`
 		Deadline  *jsonTime `json:"deadline,omitempty"`
 	}
-	if err := decodeStrict("options", b, &v); err != nil {
+	if err := decodeStrict("options", b, &v, optionKeys); err != nil {
 		return err
 	}
 	*o = TaskOptions(v.Plain)
 	o.ProcessAt, o.Deadline = (*time.Time)(v.ProcessAt), (*time.Time)(v.Deadline)
 	return nil
 }
+
+// optionKeys are the JSON keys of TaskOptions' fields.
+var optionKeys = fieldKeys(reflect.TypeFor[TaskOptions]())
 
 // jsonTime is a time.Time read from RFC 3339 text whose errors are type
 // errors (which encoding/json names with the field).
@@ -240,9 +244,11 @@ type Duration time.Duration
 // is a type error, which encoding/json names with the field.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
+		s, ok := plainString(b)
+		if !ok {
+			if err := json.Unmarshal(b, &s); err != nil {
+				return err
+			}
 		}
 		v, err := time.ParseDuration(s)
 		if err != nil {
@@ -252,7 +258,14 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var secs float64
-	if err := json.Unmarshal(b, &secs); err != nil || math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
+	var err error
+	if isNumber(b) {
+		// What json.Unmarshal does with a number, without a decoder.
+		secs, err = strconv.ParseFloat(string(b), 64)
+	} else {
+		err = json.Unmarshal(b, &secs)
+	}
+	if err != nil || math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
 		return typeError(jsonKind(b), durationType)
 	}
 	*d = Duration(secs * float64(time.Second))

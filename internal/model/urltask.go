@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -116,8 +117,11 @@ func (v *Variable) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	type plain Variable
-	return decodeStrict("variable", b, (*plain)(v))
+	return decodeStrict("variable", b, (*plain)(v), variableKeys)
 }
+
+// variableKeys are the JSON keys of Variable's fields.
+var variableKeys = fieldKeys(reflect.TypeFor[Variable]())
 
 // BodyBytes returns the request body.
 func (t *URLTask) BodyBytes() ([]byte, error) {

@@ -1,0 +1,117 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// Every key of TaskOptions and Variable is known to decodeStrict's fast
+// path, and nothing else is.
+func TestFieldKeys(t *testing.T) {
+	want := map[string]bool{"delay": true, "process_at": true, "max_retry": true, "timeout": true, "deadline": true,
+		"unique": true, "task_id": true, "retention": true, "group": true, "callback": true, "failure_callback": true, "priority": true, "key": true}
+	if !reflect.DeepEqual(optionKeys, want) {
+		t.Errorf("optionKeys = %v, want %v", optionKeys, want)
+	}
+	if !reflect.DeepEqual(variableKeys, map[string]bool{"interval_s": true}) {
+		t.Errorf("variableKeys = %v", variableKeys)
+	}
+}
+
+// optionsOld is TaskOptions.UnmarshalJSON without decodeStrict's fast
+// path.
+func optionsOld(o *TaskOptions, b []byte) error {
+	if IsEmptyArray(b) {
+		*o = TaskOptions{}
+		return nil
+	}
+	type Plain TaskOptions
+	var v struct {
+		Plain
+		ProcessAt *jsonTime `json:"process_at,omitempty"`
+		Deadline  *jsonTime `json:"deadline,omitempty"`
+	}
+	if err := decodeStrict("options", b, &v, nil); err != nil {
+		return err
+	}
+	*o = TaskOptions(v.Plain)
+	o.ProcessAt, o.Deadline = (*time.Time)(v.ProcessAt), (*time.Time)(v.Deadline)
+	return nil
+}
+
+// variableOld is Variable.UnmarshalJSON without decodeStrict's fast path.
+func variableOld(v *Variable, b []byte) error {
+	if IsEmptyArray(b) {
+		*v = Variable{}
+		return nil
+	}
+	type plain Variable
+	return decodeStrict("variable", b, (*plain)(v), nil)
+}
+
+// FuzzDecodeStrict checks that the options and variable objects decode
+// as they do without decodeStrict's fast path: the same value, the same
+// error.
+func FuzzDecodeStrict(f *testing.F) {
+	for _, s := range []string{`{"delay":3600}`, `{"delay":"1m","unique":"1h","task_id":"t1","retention":60}`,
+		`{"process_at":"2030-01-02T03:04:05Z","max_retry":3}`, `{"deadline":"x"}`, `{"Delay":1}`, `{"delay":1,"x":2}`,
+		`{"max_retry":"a","x":1}`, `{"x":1,"max_retry":"a"}`, `{ "timeout" : [1, {"a":"}"}] , "group":"g"}`, `[]`, `null`,
+		`{"delay":1e999}`, `{"del\u0061y":1}`, `{"interval_s":1.5}`, `{"interval_s":"x"}`, `{"delay":1`, `{}x`, ` {} `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast, old TaskOptions
+		errFast, errOld := fast.UnmarshalJSON(b), optionsOld(&old, b)
+		if fmt.Sprint(errFast) != fmt.Sprint(errOld) || !reflect.DeepEqual(fast, old) {
+			t.Fatalf("options %q: %+v %v, without the fast path %+v %v", b, fast, errFast, old, errOld)
+		}
+		var fastV, oldV Variable
+		errFast, errOld = fastV.UnmarshalJSON(b), variableOld(&oldV, b)
+		if fmt.Sprint(errFast) != fmt.Sprint(errOld) || fastV != oldV {
+			t.Fatalf("variable %q: %+v %v, without the fast path %+v %v", b, fastV, errFast, oldV, errOld)
+		}
+	})
+}
+
+// durationOld is Duration.UnmarshalJSON as it was before its fast paths.
+func durationOld(d *Duration, b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return typeError(jsonKind(b), durationType)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil || math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
+		return typeError(jsonKind(b), durationType)
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}
+
+// FuzzDuration checks Duration.UnmarshalJSON against its reading through
+// json.Unmarshal alone.
+func FuzzDuration(f *testing.F) {
+	for _, s := range []string{`3600`, `-1.5e3`, `0.25`, `1e999`, `"1m30s"`, `"1h\u0030m"`, `"x"`, `"\xff"`, `5 `, ` 5`, `1.`,
+		`01`, `-`, `null`, `true`, `"1s`, `""`, `9223372037`, `[]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast, old Duration = 7, 7
+		errFast, errOld := fast.UnmarshalJSON(bytes.Clone(b)), durationOld(&old, b)
+		if fmt.Sprint(errFast) != fmt.Sprint(errOld) || fast != old {
+			t.Fatalf("%q: %v %v, want %v %v", b, fast, errFast, old, errOld)
+		}
+	})
+}
