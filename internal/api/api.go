@@ -392,7 +392,7 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 		RetryAfter: RetryAfter,
 	})
 	for _, pattern := range htqcompat.Routes() {
-		mux.Handle(pattern, compat)
+		mux.Handle(pattern, compat.Route(pattern))
 	}
 
 	if h.opts.Pprof {

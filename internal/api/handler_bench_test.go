@@ -106,6 +106,7 @@ func benchEnv(b *testing.B, backend string) *env {
 	e := newEnv(b, backend, func(o *Options) {
 		o.Metrics = metrics.New()
 		o.CompletedRetention = 24 * time.Hour
+		o.EnqueueRetryFor = 5 * time.Second // as htq serve gives it (its storage timeout)
 		o.CheckTarget = func(_ context.Context, u *url.URL) error { return guard.CheckURL(u) }
 	})
 	if status, body := e.call("POST", "/v1/queues", `{"name":"v1q","mode":"real_time","max_concurrency":100}`, nil); status != http.StatusCreated {

@@ -2,6 +2,7 @@ package htqcompat
 
 import (
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
@@ -82,6 +83,30 @@ func simpleForm(r *http.Request, boundary string, maxBody int64) (url.Values, bo
 	// read: the standard parser reads what was read, then the rest.
 	r.Body = replay(body, r.Body)
 	return nil, false
+}
+
+// formMediaType is mime.ParseMediaType of a form's Content-Type, whose
+// media type, boundary parameter and error it returns, without the map of
+// parameters for the Content-Type HTQ's clients send:
+// "multipart/form-data; boundary=X" with X of characters that need no
+// quoting.
+func formMediaType(ct string) (mediaType, boundary string, err error) {
+	if b, ok := strings.CutPrefix(ct, "multipart/form-data; boundary="); ok && len(b) <= 70 && plainToken(b) {
+		return "multipart/form-data", b, nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	return mt, params["boundary"], err
+}
+
+// plainToken reports whether s is made of letters, digits and '+-._,
+// characters of both an RFC 2045 token and an RFC 2046 boundary.
+func plainToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || strings.IndexByte("'+-._", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // replay is a body that reads data, then what is left of body.

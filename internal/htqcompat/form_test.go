@@ -3,7 +3,9 @@ package htqcompat
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -183,5 +185,23 @@ func FuzzSimpleForm(f *testing.F) {
 			limit = int64(max) * 4
 		}
 		checkSimpleForm(t, body, b, "", int64(len(body))+int64(lengthDelta%8), limit)
+	})
+}
+
+// FuzzFormMediaType checks formMediaType against mime.ParseMediaType: the
+// same media type, boundary and error.
+func FuzzFormMediaType(f *testing.F) {
+	for _, s := range []string{"multipart/form-data; boundary=------------------------d74496d66958873e",
+		"multipart/form-data; boundary=a'b+c-d.e_f", "multipart/form-data; boundary=a(b", `multipart/form-data; boundary="a b"`,
+		"multipart/form-data; boundary=", "multipart/form-data; boundary=x; charset=utf-8", "Multipart/Form-Data; Boundary=X",
+		"application/x-www-form-urlencoded", "", "multipart/form-data"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ct string) {
+		mt, b, err := formMediaType(ct)
+		wantMT, params, wantErr := mime.ParseMediaType(ct)
+		if mt != wantMT || b != params["boundary"] || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("%q: %q %q %v, ParseMediaType %q %q %v", ct, mt, b, err, wantMT, params["boundary"], wantErr)
+		}
 	})
 }

@@ -31,6 +31,16 @@ func IsEmptyArray(b []byte) bool {
 	return len(bytes.TrimSpace(b[1:len(b)-1])) == 0
 }
 
+// IsEmptyObject reports whether b is the JSON text of an empty object
+// ("{}", white space allowed around and inside).
+func IsEmptyObject(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return false
+	}
+	return len(bytes.TrimSpace(b[1:len(b)-1])) == 0
+}
+
 // isNull reports whether b is the JSON null.
 func isNull(b []byte) bool { return string(bytes.TrimSpace(b)) == "null" }
 

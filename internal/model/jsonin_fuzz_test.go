@@ -115,3 +115,16 @@ func FuzzDuration(f *testing.F) {
 		}
 	})
 }
+
+// IsEmptyArray and IsEmptyObject take "[]" and "{}" with any white space,
+// and nothing else.
+func TestIsEmpty(t *testing.T) {
+	for s, want := range map[string][2]bool{
+		`[]`: {true, false}, " [ \n] ": {true, false}, `{}`: {false, true}, "\t{ \r\n}\n": {false, true},
+		`[1]`: {}, `{"a":1}`: {}, `{}x`: {}, `{`: {}, `}`: {}, ``: {}, `[}`: {}, `{]`: {}, `"{}"`: {},
+	} {
+		if got := [2]bool{IsEmptyArray([]byte(s)), IsEmptyObject([]byte(s))}; got != want {
+			t.Errorf("%q: IsEmptyArray, IsEmptyObject = %v, want %v", s, got, want)
+		}
+	}
+}
