@@ -135,13 +135,18 @@ func simpleBoundary(b string) bool {
 // parseSimpleForm reads body in the plain shape simpleForm describes; ok
 // is false for any other body. The values are parts of body.
 func parseSimpleForm(body, boundary string) (url.Values, bool) {
-	dash := "--" + boundary
-	rest, ok := strings.CutPrefix(body, dash+"\r\n")
+	nlDash := "\r\n--" + boundary
+	dash := nlDash[2:]
+	rest, ok := strings.CutPrefix(body, dash)
+	if ok {
+		rest, ok = strings.CutPrefix(rest, "\r\n")
+	}
 	if !ok {
 		return nil, false
 	}
-	nlDash := "\r\n" + dash
 	vals := make(url.Values, 8)
+	// Each name's values are a slice of one array (most names have one).
+	values := make([]string, 0, 8)
 	for range maxSimpleParts {
 		if rest, ok = strings.CutPrefix(rest, simpleFormHeader); !ok {
 			return nil, false
@@ -163,7 +168,12 @@ func parseSimpleForm(body, boundary string) (url.Values, bool) {
 		if i < 0 {
 			return nil, false
 		}
-		vals[name] = append(vals[name], rest[:i])
+		if vs, seen := vals[name]; seen {
+			vals[name] = append(vs, rest[:i])
+		} else {
+			values = append(values, rest[:i])
+			vals[name] = values[len(values)-1 : len(values) : len(values)]
+		}
 		rest = rest[i+len(nlDash):]
 		switch rest {
 		case "--", "--\r\n":

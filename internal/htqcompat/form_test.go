@@ -105,6 +105,7 @@ func TestSimpleForm(t *testing.T) {
 		{"no final boundary", bytes.TrimSuffix(std, []byte("--\r\n")), "", -2, 4 << 20, false},
 		{"space after the boundary", []byte("--" + b + " \r\nContent-Disposition: form-data; name=\"f\"\r\n\r\nx\r\n--" + b + "--\r\n"), "", -2, 4 << 20, false},
 		{"empty", nil, "", 0, 4 << 20, false},
+		{"no first boundary", bytes.TrimPrefix(std, []byte("--"+b)), "", -2, 4 << 20, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			length := tc.length

@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -276,39 +277,41 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 // Build turns a spec into an htq task with its options (the queue
-// option not included), checked against the queue's record. For a URL
-// task it also returns its target, parsed.
-func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *url.URL, error) {
+// option not included), checked against the queue's record. A URL task's
+// target and callbacks, once known well formed, are checked with
+// checkTarget when it is not nil (see checkTargets), before the task is
+// encoded, so that a refused one costs little.
+func Build(s *TaskSpec, q *Queue, checkTarget func(*url.URL) error) (*htq.Task, []htq.Option, error) {
 	if err := s.CheckKind(); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	opts, err := s.Options.Options(nil)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if !s.IsURL() {
 		if q.Mode != ModePull {
-			return nil, nil, nil, fmt.Errorf("%w: queue %s is a %s queue: it takes URL tasks, not typed tasks", ErrModeMismatch, q.Name, q.Mode)
+			return nil, nil, fmt.Errorf("%w: queue %s is a %s queue: it takes URL tasks, not typed tasks", ErrModeMismatch, q.Name, q.Mode)
 		}
 		payload := []byte(s.Payload)
 		if !utf8.Valid(payload) {
 			// A JSON payload is stored as its text and answered as JSON;
 			// it must be UTF-8 to stay valid JSON.
-			return nil, nil, nil, invalid("payload: not valid UTF-8 (a JSON string in it holds bytes that are not UTF-8); send binary data as payload_base64")
+			return nil, nil, invalid("payload: not valid UTF-8 (a JSON string in it holds bytes that are not UTF-8); send binary data as payload_base64")
 		}
 		if s.PayloadBase64 != "" {
 			if payload, err = base64.StdEncoding.DecodeString(s.PayloadBase64); err != nil {
-				return nil, nil, nil, invalid("payload_base64: " + err.Error())
+				return nil, nil, invalid("payload_base64: " + err.Error())
 			}
 		}
 		if o := s.Options; o != nil && (o.Callback != "" || o.FailureCallback != "") {
-			return nil, nil, nil, invalid("options.callback and options.failure_callback apply to URL tasks, whose outcome htq knows; " +
+			return nil, nil, invalid("options.callback and options.failure_callback apply to URL tasks, whose outcome htq knows; " +
 				"a pull worker reports its own task's outcome")
 		}
-		return htq.NewTask(s.Type, payload), opts, nil, nil
+		return htq.NewTask(s.Type, payload), opts, nil
 	}
 	if !q.Mode.IsURL() {
-		return nil, nil, nil, fmt.Errorf("%w: queue %s is a pull queue: it takes typed tasks, not URL tasks", ErrModeMismatch, q.Name)
+		return nil, nil, fmt.Errorf("%w: queue %s is a pull queue: it takes typed tasks, not URL tasks", ErrModeMismatch, q.Name)
 	}
 	ut := &URLTask{URL: s.URL, Method: strings.ToUpper(s.Method), Headers: s.Headers,
 		BodyBase64: s.BodyBase64, TimeoutMS: s.TimeoutMS, Variable: s.Variable}
@@ -325,14 +328,19 @@ func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *url.URL, error) {
 	case q.Mode == ModeVariable && ut.Variable == nil:
 		ut.Variable = &Variable{}
 	case q.Mode != ModeVariable && ut.Variable != nil:
-		return nil, nil, nil, invalid(fmt.Sprintf("URL task: variable applies to tasks of variable queues; queue %s is %s", q.Name, q.Mode))
+		return nil, nil, invalid(fmt.Sprintf("URL task: variable applies to tasks of variable queues; queue %s is %s", q.Name, q.Mode))
 	}
 	if ut.Variable != nil && (ut.Variable.IntervalS < 0 || ut.Variable.IntervalS > float64(MaxIntervalLimit)) {
-		return nil, nil, nil, invalid(fmt.Sprintf("URL task: variable.interval_s %v is out of range", ut.Variable.IntervalS))
+		return nil, nil, invalid(fmt.Sprintf("URL task: variable.interval_s %v is out of range", ut.Variable.IntervalS))
 	}
 	target, err := ut.Validate()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
+	}
+	if checkTarget != nil {
+		if err := checkTargets(ut, target, checkTarget); err != nil {
+			return nil, nil, err
+		}
 	}
 	if n, ok := q.MaxRetry(); ok && (s.Options == nil || s.Options.MaxRetry == nil) {
 		opts = append([]htq.Option{htq.MaxRetry(n)}, opts...)
@@ -343,9 +351,33 @@ func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *url.URL, error) {
 	}
 	payload, err := ut.Encode()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return htq.NewTask(TypeURL, payload), opts, target, nil
+	return htq.NewTask(TypeURL, payload), opts, nil
+}
+
+// checkTargets asks check about the target of URL task ut, parsed, and
+// about its callbacks'. A refused target is ErrTargetNotAllowed (a
+// malformed one, whose error wraps base.ErrInvalidArgument, is that
+// error); a refused callback is bad input naming its field, since the
+// task itself could run.
+func checkTargets(ut *URLTask, target *url.URL, check func(*url.URL) error) error {
+	if err := check(target); errors.Is(err, base.ErrInvalidArgument) {
+		return err // a malformed URL, not a refused target
+	} else if err != nil {
+		return fmt.Errorf("%w: %v", ErrTargetNotAllowed, err)
+	}
+	for _, cb := range []struct{ field, url string }{
+		{"options." + CallbackSuccess, ut.Callback}, {"options." + CallbackFailure, ut.FailureCallback}} {
+		if cb.url == "" {
+			continue
+		}
+		u, _ := url.Parse(cb.url) // Validate parsed it already
+		if err := check(u); err != nil {
+			return fmt.Errorf("%w: %s: %v", base.ErrInvalidArgument, cb.field, err)
+		}
+	}
+	return nil
 }
 
 // invalid wraps a message as an ErrInvalidArgument error whose text is the
