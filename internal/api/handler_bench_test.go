@@ -40,6 +40,19 @@ func BenchmarkServeRequest(b *testing.B) {
 		return mw.FormDataContentType(), body.Bytes()
 	}
 	v1 := []byte(`{"url":"http://127.0.0.1:1/x","method":"POST","body":"{}","options":{"delay":3600}}`)
+	// servebench's tasks: typed, a payload of about 100 bytes.
+	typed := func(i int) string {
+		return fmt.Sprintf(`{"type":"bench","payload":{"i":%d,"d":"%s"}}`, i, strings.Repeat("x", 76))
+	}
+	var batch strings.Builder
+	batch.WriteString(`{"tasks":[`)
+	for i := range 1000 {
+		if i > 0 {
+			batch.WriteByte(',')
+		}
+		batch.WriteString(typed(i))
+	}
+	batch.WriteString(`]}`)
 	formType, addTask := form("http://127.0.0.1:1/x?i=1")
 	refusedType, refused := form("http://10.9.9.9/x?i=1")
 	for _, backend := range backends {
@@ -51,6 +64,8 @@ func BenchmarkServeRequest(b *testing.B) {
 			status            int
 		}{
 			{"v1", "/v1/queues/v1q/tasks", "application/json", v1, []byte(`"state":"scheduled"`), http.StatusCreated},
+			{"typed", "/v1/queues/bench/tasks", "application/json", []byte(typed(1)), []byte(`"state":"pending"`), http.StatusCreated},
+			{"batch1000", "/v1/queues/bench/tasks/batch", "application/json", []byte(batch.String()), []byte(`"enqueued":1000,`), http.StatusCreated},
 			{"addTask", "/api/addTask", formType, addTask, []byte(`"error_code":0`), http.StatusOK},
 			{"refused", "/api/addTask", refusedType, refused, []byte(`"error_code":1001`), http.StatusOK},
 		} {
