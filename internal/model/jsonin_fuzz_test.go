@@ -23,37 +23,6 @@ func TestFieldKeys(t *testing.T) {
 	}
 }
 
-// optionsOld is TaskOptions.UnmarshalJSON without decodeStrict's fast
-// path.
-func optionsOld(o *TaskOptions, b []byte) error {
-	if IsEmptyArray(b) {
-		*o = TaskOptions{}
-		return nil
-	}
-	type Plain TaskOptions
-	var v struct {
-		Plain
-		ProcessAt *jsonTime `json:"process_at,omitempty"`
-		Deadline  *jsonTime `json:"deadline,omitempty"`
-	}
-	if err := decodeStrict("options", b, &v, nil); err != nil {
-		return err
-	}
-	*o = TaskOptions(v.Plain)
-	o.ProcessAt, o.Deadline = (*time.Time)(v.ProcessAt), (*time.Time)(v.Deadline)
-	return nil
-}
-
-// variableOld is Variable.UnmarshalJSON without decodeStrict's fast path.
-func variableOld(v *Variable, b []byte) error {
-	if IsEmptyArray(b) {
-		*v = Variable{}
-		return nil
-	}
-	type plain Variable
-	return decodeStrict("variable", b, (*plain)(v), nil)
-}
-
 // FuzzDecodeStrict checks that the options and variable objects decode
 // as they do without decodeStrict's fast path: the same value, the same
 // error.
@@ -66,12 +35,12 @@ func FuzzDecodeStrict(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var fast, old TaskOptions
-		errFast, errOld := fast.UnmarshalJSON(b), optionsOld(&old, b)
+		errFast, errOld := fast.UnmarshalJSON(b), old.unmarshal(b, nil)
 		if fmt.Sprint(errFast) != fmt.Sprint(errOld) || !reflect.DeepEqual(fast, old) {
 			t.Fatalf("options %q: %+v %v, without the fast path %+v %v", b, fast, errFast, old, errOld)
 		}
 		var fastV, oldV Variable
-		errFast, errOld = fastV.UnmarshalJSON(b), variableOld(&oldV, b)
+		errFast, errOld = fastV.UnmarshalJSON(b), oldV.unmarshal(b, nil)
 		if fmt.Sprint(errFast) != fmt.Sprint(errOld) || fastV != oldV {
 			t.Fatalf("variable %q: %+v %v, without the fast path %+v %v", b, fastV, errFast, oldV, errOld)
 		}

@@ -111,13 +111,17 @@ func (t *URLTask) AttemptTimeout(attempt time.Duration, q *Queue, d Defaults) ti
 
 // UnmarshalJSON reads the variable object, or [] for an empty one,
 // refusing unknown fields.
-func (v *Variable) UnmarshalJSON(b []byte) error {
+func (v *Variable) UnmarshalJSON(b []byte) error { return v.unmarshal(b, variableKeys) }
+
+// unmarshal is UnmarshalJSON with the keys decodeStrict's fast path
+// knows (nil: none).
+func (v *Variable) unmarshal(b []byte, known map[string]bool) error {
 	if IsEmptyArray(b) {
 		*v = Variable{}
 		return nil
 	}
 	type plain Variable
-	return decodeStrict("variable", b, (*plain)(v), variableKeys)
+	return decodeStrict("variable", b, (*plain)(v), known)
 }
 
 // variableKeys are the JSON keys of Variable's fields.
