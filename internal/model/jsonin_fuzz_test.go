@@ -2,12 +2,9 @@ package model
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"math"
 	"reflect"
 	"testing"
-	"time"
 )
 
 // Every key of TaskOptions and Variable is known to decodeStrict's fast
@@ -47,28 +44,6 @@ func FuzzDecodeStrict(f *testing.F) {
 	})
 }
 
-// durationOld is Duration.UnmarshalJSON as it was before its fast paths.
-func durationOld(d *Duration, b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return typeError(jsonKind(b), durationType)
-		}
-		*d = Duration(v)
-		return nil
-	}
-	var secs float64
-	if err := json.Unmarshal(b, &secs); err != nil || math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
-		return typeError(jsonKind(b), durationType)
-	}
-	*d = Duration(secs * float64(time.Second))
-	return nil
-}
-
 // FuzzDuration checks Duration.UnmarshalJSON against its reading through
 // json.Unmarshal alone.
 func FuzzDuration(f *testing.F) {
@@ -78,7 +53,7 @@ func FuzzDuration(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var fast, old Duration = 7, 7
-		errFast, errOld := fast.UnmarshalJSON(bytes.Clone(b)), durationOld(&old, b)
+		errFast, errOld := fast.UnmarshalJSON(bytes.Clone(b)), old.unmarshal(b, false)
 		if fmt.Sprint(errFast) != fmt.Sprint(errOld) || fast != old {
 			t.Fatalf("%q: %v %v, want %v %v", b, fast, errFast, old, errOld)
 		}

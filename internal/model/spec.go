@@ -247,10 +247,15 @@ type Duration time.Duration
 
 // UnmarshalJSON reads a duration string or a number of seconds. A bad one
 // is a type error, which encoding/json names with the field.
-func (d *Duration) UnmarshalJSON(b []byte) error {
+func (d *Duration) UnmarshalJSON(b []byte) error { return d.unmarshal(b, true) }
+
+// unmarshal is UnmarshalJSON; direct reads a plain string or a number
+// without a decoder (false: every value through json.Unmarshal, as
+// FuzzDuration reads them to compare).
+func (d *Duration) unmarshal(b []byte, direct bool) error {
 	if len(b) > 0 && b[0] == '"' {
 		s, ok := plainString(b)
-		if !ok {
+		if !ok || !direct {
 			if err := json.Unmarshal(b, &s); err != nil {
 				return err
 			}
@@ -264,7 +269,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	var secs float64
 	var err error
-	if isNumber(b) {
+	if direct && isNumber(b) {
 		// What json.Unmarshal does with a number, without a decoder.
 		secs, err = strconv.ParseFloat(string(b), 64)
 	} else {
