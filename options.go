@@ -39,129 +39,160 @@ const (
 	DefaultTimeout = 30 * time.Minute
 )
 
-type option struct {
-	desc string
-	fn   func(*taskOptions) error
-}
-
-func (o option) String() string              { return o.desc }
-func (o option) apply(to *taskOptions) error { return o.fn(to) }
+// Each option is a small type of its own that holds its argument: making
+// one allocates at most the argument's box, and its description is
+// written only when String is called (the Scheduler does; Enqueue does
+// not).
 
 // Queue puts the task in the named queue (default "default").
-func Queue(name string) Option {
-	return option{fmt.Sprintf("Queue(%q)", name), func(o *taskOptions) error {
-		if err := base.ValidateQueueName(name); err != nil {
-			return err
-		}
-		o.queue = name
-		return nil
-	}}
+func Queue(name string) Option { return queueOption(name) }
+
+type queueOption string
+
+func (q queueOption) String() string { return fmt.Sprintf("Queue(%q)", string(q)) }
+func (q queueOption) apply(o *taskOptions) error {
+	if err := base.ValidateQueueName(string(q)); err != nil {
+		return err
+	}
+	o.queue = string(q)
+	return nil
 }
 
 // MaxRetry sets how many times the task is retried after a failure before
 // it is archived (default 25). 0 means no retry.
-func MaxRetry(n int) Option {
-	return option{fmt.Sprintf("MaxRetry(%d)", n), func(o *taskOptions) error {
-		if n < 0 {
-			return fmt.Errorf("%w: MaxRetry(%d) is negative", base.ErrInvalidArgument, n)
-		}
-		o.maxRetry = n
-		return nil
-	}}
+func MaxRetry(n int) Option { return maxRetryOption(n) }
+
+type maxRetryOption int
+
+func (n maxRetryOption) String() string { return fmt.Sprintf("MaxRetry(%d)", int(n)) }
+func (n maxRetryOption) apply(o *taskOptions) error {
+	if n < 0 {
+		return fmt.Errorf("%w: MaxRetry(%d) is negative", base.ErrInvalidArgument, int(n))
+	}
+	o.maxRetry = int(n)
+	return nil
 }
 
 // Timeout bounds each attempt: the handler's ctx is cancelled after d.
 // 0 means no timeout (then a Deadline should be set, or DefaultTimeout applies).
-func Timeout(d time.Duration) Option {
-	return option{fmt.Sprintf("Timeout(%v)", d), func(o *taskOptions) error {
-		if d < 0 {
-			return fmt.Errorf("%w: Timeout(%v) is negative", base.ErrInvalidArgument, d)
-		}
-		o.timeout = d
-		return nil
-	}}
+func Timeout(d time.Duration) Option { return timeoutOption(d) }
+
+type timeoutOption time.Duration
+
+func (d timeoutOption) String() string { return fmt.Sprintf("Timeout(%v)", time.Duration(d)) }
+func (d timeoutOption) apply(o *taskOptions) error {
+	if d < 0 {
+		return fmt.Errorf("%w: Timeout(%v) is negative", base.ErrInvalidArgument, time.Duration(d))
+	}
+	o.timeout = time.Duration(d)
+	return nil
 }
 
 // Deadline bounds every attempt: the handler's ctx is cancelled at t. A
 // Deadline in the past is refused.
-func Deadline(t time.Time) Option {
-	return option{fmt.Sprintf("Deadline(%v)", t.Format(time.RFC3339Nano)), func(o *taskOptions) error {
-		if t.IsZero() {
-			return fmt.Errorf("%w: Deadline is the zero time", base.ErrInvalidArgument)
-		}
-		o.deadline = t
-		return nil
-	}}
+func Deadline(t time.Time) Option { return deadlineOption(t) }
+
+type deadlineOption time.Time
+
+func (t deadlineOption) String() string {
+	return fmt.Sprintf("Deadline(%v)", time.Time(t).Format(time.RFC3339Nano))
+}
+func (t deadlineOption) apply(o *taskOptions) error {
+	if time.Time(t).IsZero() {
+		return fmt.Errorf("%w: Deadline is the zero time", base.ErrInvalidArgument)
+	}
+	o.deadline = time.Time(t)
+	return nil
 }
 
 // ProcessAt makes the task wait until t (a time in the past means now).
-func ProcessAt(t time.Time) Option {
-	return option{fmt.Sprintf("ProcessAt(%v)", t.Format(time.RFC3339Nano)), func(o *taskOptions) error {
-		o.processAt = t
-		o.processIn = 0
-		return nil
-	}}
+func ProcessAt(t time.Time) Option { return processAtOption(t) }
+
+type processAtOption time.Time
+
+func (t processAtOption) String() string {
+	return fmt.Sprintf("ProcessAt(%v)", time.Time(t).Format(time.RFC3339Nano))
+}
+func (t processAtOption) apply(o *taskOptions) error {
+	o.processAt = time.Time(t)
+	o.processIn = 0
+	return nil
 }
 
 // ProcessIn makes the task wait for d from now.
-func ProcessIn(d time.Duration) Option {
-	return option{fmt.Sprintf("ProcessIn(%v)", d), func(o *taskOptions) error {
-		if d < 0 {
-			return fmt.Errorf("%w: ProcessIn(%v) is negative", base.ErrInvalidArgument, d)
-		}
-		o.processIn = d
-		o.processAt = time.Time{}
-		return nil
-	}}
+func ProcessIn(d time.Duration) Option { return processInOption(d) }
+
+type processInOption time.Duration
+
+func (d processInOption) String() string { return fmt.Sprintf("ProcessIn(%v)", time.Duration(d)) }
+func (d processInOption) apply(o *taskOptions) error {
+	if d < 0 {
+		return fmt.Errorf("%w: ProcessIn(%v) is negative", base.ErrInvalidArgument, time.Duration(d))
+	}
+	o.processIn = time.Duration(d)
+	o.processAt = time.Time{}
+	return nil
 }
 
 // Unique refuses (with ErrDuplicateTask) an Enqueue of a task with the same
 // type and payload into the same queue while an earlier one holds the lock:
 // until it completes or is deleted, and for at most ttl (at least 1 s).
-func Unique(ttl time.Duration) Option {
-	return option{fmt.Sprintf("Unique(%v)", ttl), func(o *taskOptions) error {
-		if ttl < time.Second {
-			return fmt.Errorf("%w: Unique(%v): the TTL must be at least 1s", base.ErrInvalidArgument, ttl)
-		}
-		o.uniqueTTL = ttl
-		return nil
-	}}
+func Unique(ttl time.Duration) Option { return uniqueOption(ttl) }
+
+type uniqueOption time.Duration
+
+func (ttl uniqueOption) String() string { return fmt.Sprintf("Unique(%v)", time.Duration(ttl)) }
+func (ttl uniqueOption) apply(o *taskOptions) error {
+	if time.Duration(ttl) < time.Second {
+		return fmt.Errorf("%w: Unique(%v): the TTL must be at least 1s", base.ErrInvalidArgument, time.Duration(ttl))
+	}
+	o.uniqueTTL = time.Duration(ttl)
+	return nil
 }
 
 // TaskID gives the task this ID instead of a random one. Enqueue fails with
 // ErrTaskIDConflict while the queue holds a task with the same ID.
-func TaskID(id string) Option {
-	return option{fmt.Sprintf("TaskID(%q)", id), func(o *taskOptions) error {
-		if err := base.ValidateTaskID(id); err != nil {
-			return err
-		}
-		o.taskID = id
-		return nil
-	}}
+func TaskID(id string) Option { return taskIDOption(id) }
+
+type taskIDOption string
+
+func (id taskIDOption) String() string { return fmt.Sprintf("TaskID(%q)", string(id)) }
+func (id taskIDOption) apply(o *taskOptions) error {
+	if err := base.ValidateTaskID(string(id)); err != nil {
+		return err
+	}
+	o.taskID = string(id)
+	return nil
 }
 
 // Retention keeps the task, with its result, for d after it completes
 // (default 0: deleted at once).
-func Retention(d time.Duration) Option {
-	return option{fmt.Sprintf("Retention(%v)", d), func(o *taskOptions) error {
-		if d < 0 {
-			return fmt.Errorf("%w: Retention(%v) is negative", base.ErrInvalidArgument, d)
-		}
-		o.retention = d
-		return nil
-	}}
+func Retention(d time.Duration) Option { return retentionOption(d) }
+
+type retentionOption time.Duration
+
+func (d retentionOption) String() string { return fmt.Sprintf("Retention(%v)", time.Duration(d)) }
+func (d retentionOption) apply(o *taskOptions) error {
+	if d < 0 {
+		return fmt.Errorf("%w: Retention(%v) is negative", base.ErrInvalidArgument, time.Duration(d))
+	}
+	o.retention = time.Duration(d)
+	return nil
 }
 
 // Group puts the task in the group key of its queue; the server's group
 // aggregator turns the group's tasks into one task.
-func Group(key string) Option {
-	return option{fmt.Sprintf("Group(%q)", key), func(o *taskOptions) error {
-		if err := base.ValidateGroupKey(key); err != nil {
-			return err
-		}
-		o.group = key
-		return nil
-	}}
+func Group(key string) Option { return groupOption(key) }
+
+type groupOption string
+
+func (key groupOption) String() string { return fmt.Sprintf("Group(%q)", string(key)) }
+func (key groupOption) apply(o *taskOptions) error {
+	if err := base.ValidateGroupKey(string(key)); err != nil {
+		return err
+	}
+	o.group = string(key)
+	return nil
 }
 
 // MaxPriority is the highest priority a task can have (Priority).
@@ -172,14 +203,17 @@ const MaxPriority = base.MaxPriority
 // before any of a lower one, and tasks of one priority in the order they
 // became pending. A task keeps its priority through retries and delays.
 // A task has a Priority or a Key, not both.
-func Priority(p int) Option {
-	return option{fmt.Sprintf("Priority(%d)", p), func(o *taskOptions) error {
-		if p < 0 || p > MaxPriority {
-			return fmt.Errorf("%w: Priority(%d) is outside 0 to %d", base.ErrInvalidArgument, p, MaxPriority)
-		}
-		o.priority = p
-		return nil
-	}}
+func Priority(p int) Option { return priorityOption(p) }
+
+type priorityOption int
+
+func (p priorityOption) String() string { return fmt.Sprintf("Priority(%d)", int(p)) }
+func (p priorityOption) apply(o *taskOptions) error {
+	if p < 0 || p > MaxPriority {
+		return fmt.Errorf("%w: Priority(%d) is outside 0 to %d", base.ErrInvalidArgument, int(p), MaxPriority)
+	}
+	o.priority = int(p)
+	return nil
 }
 
 // Key gives the task a fair-sharing key (a tenant, a user): the queue
@@ -188,14 +222,17 @@ func Priority(p int) Option {
 // limits (QueueSettings.KeyMaxConcurrency, KeyRateLimit) across all
 // servers. Tasks without a key take their turn as one more key. A task has
 // a Priority or a Key, not both.
-func Key(key string) Option {
-	return option{fmt.Sprintf("Key(%q)", key), func(o *taskOptions) error {
-		if err := base.ValidateFairKey(key); err != nil {
-			return err
-		}
-		o.key = key
-		return nil
-	}}
+func Key(key string) Option { return keyOption(key) }
+
+type keyOption string
+
+func (key keyOption) String() string { return fmt.Sprintf("Key(%q)", string(key)) }
+func (key keyOption) apply(o *taskOptions) error {
+	if err := base.ValidateFairKey(string(key)); err != nil {
+		return err
+	}
+	o.key = string(key)
+	return nil
 }
 
 // composeOptions applies the task's own options, then the call's.

@@ -225,6 +225,9 @@ var settings = []setting{
 	{flag: "ui-read-only", env: "HTQ_UI_READ_ONLY", key: "ui_read_only", kind: kindBool, def: "false",
 		usage: "make the dashboard (/ui/) read-only: no actions, and the API refuses dashboard sessions anything but GET",
 		apply: func(o *serveOptions, v value) (err error) { o.cfg.UIReadOnly, err = v.bool(); return err }},
+	{flag: "pprof", env: "HTQ_PPROF", key: "pprof", kind: kindBool, def: "false",
+		usage: "serve the Go runtime's profiles under /debug/pprof/ (behind the API token)",
+		apply: func(o *serveOptions, v value) (err error) { o.cfg.Pprof, err = v.bool(); return err }},
 	{flag: "log-level", env: "HTQ_LOG_LEVEL", key: "log_level", kind: kindString, def: "info",
 		usage: "debug, info, warn or error",
 		apply: func(o *serveOptions, v value) error {

@@ -312,32 +312,41 @@ func TestOldStorageNames(t *testing.T) {
 	}
 }
 
-// --ui-read-only is a switch: alone it means true; the variable and the
-// file key take true or false; anything else names its source.
-func TestUIReadOnlySetting(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		env  map[string]string
-		want bool
+// --ui-read-only and --pprof are switches: alone each means true; the
+// variable and the file key take true or false; anything else names its
+// source.
+func TestSwitchSettings(t *testing.T) {
+	for _, sw := range []struct {
+		flag, env, key string
+		get            func(o *serveOptions) bool
 	}{
-		{nil, nil, false},
-		{[]string{"--ui-read-only"}, nil, true},
-		{[]string{"--ui-read-only=false"}, map[string]string{"HTQ_UI_READ_ONLY": "true"}, false},
-		{nil, map[string]string{"HTQ_UI_READ_ONLY": "true"}, true},
-		{nil, map[string]string{"HTQ_CONFIG": writeFile(t, "ui_read_only = true\n")}, true},
+		{"ui-read-only", "HTQ_UI_READ_ONLY", "ui_read_only", func(o *serveOptions) bool { return o.cfg.UIReadOnly }},
+		{"pprof", "HTQ_PPROF", "pprof", func(o *serveOptions) bool { return o.cfg.Pprof }},
 	} {
-		o, err := parse(t, tc.args, tc.env)
-		if err != nil {
-			t.Fatalf("%v %v: %v", tc.args, tc.env, err)
+		for _, tc := range []struct {
+			args []string
+			env  map[string]string
+			want bool
+		}{
+			{nil, nil, false},
+			{[]string{"--" + sw.flag}, nil, true},
+			{[]string{"--" + sw.flag + "=false"}, map[string]string{sw.env: "true"}, false},
+			{nil, map[string]string{sw.env: "true"}, true},
+			{nil, map[string]string{"HTQ_CONFIG": writeFile(t, sw.key+" = true\n")}, true},
+		} {
+			o, err := parse(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatalf("%v %v: %v", tc.args, tc.env, err)
+			}
+			if got := sw.get(o); got != tc.want {
+				t.Errorf("%v %v: %s = %v, want %v", tc.args, tc.env, sw.flag, got, tc.want)
+			}
 		}
-		if o.cfg.UIReadOnly != tc.want {
-			t.Errorf("%v %v: UIReadOnly = %v, want %v", tc.args, tc.env, o.cfg.UIReadOnly, tc.want)
+		if _, err := parse(t, nil, map[string]string{sw.env: "maybe"}); err == nil || !strings.Contains(err.Error(), sw.env) {
+			t.Errorf("bad variable %s: %v", sw.env, err)
 		}
-	}
-	if _, err := parse(t, nil, map[string]string{"HTQ_UI_READ_ONLY": "maybe"}); err == nil || !strings.Contains(err.Error(), "HTQ_UI_READ_ONLY") {
-		t.Errorf("bad variable: %v", err)
-	}
-	if _, err := parse(t, nil, map[string]string{"HTQ_CONFIG": writeFile(t, "ui_read_only = \"yes\"\n")}); err == nil || !strings.Contains(err.Error(), "ui_read_only") {
-		t.Errorf("bad file value: %v", err)
+		if _, err := parse(t, nil, map[string]string{"HTQ_CONFIG": writeFile(t, sw.key+" = \"yes\"\n")}); err == nil || !strings.Contains(err.Error(), sw.key) {
+			t.Errorf("bad file value %s: %v", sw.key, err)
+		}
 	}
 }

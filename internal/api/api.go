@@ -114,6 +114,10 @@ type Options struct {
 	// the task nor its queue sets one (htq serve's --dispatch-timeout),
 	// shown as the task's timeout_ms. 0: model.DefaultDispatchTimeout.
 	DispatchTimeout time.Duration
+	// Pprof serves the Go runtime's profiles (net/http/pprof) under
+	// /debug/pprof/, behind the bearer token as /v1 is: htq serve's
+	// --pprof. Off by default.
+	Pprof bool
 	// EnqueueRetryFor is how long an enqueue keeps trying while the
 	// storage cannot be reached or does not answer, before it answers 503
 	// (htq.ClientOptions.RetryFor; htq serve gives its storage timeout, so
@@ -388,7 +392,11 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 		RetryAfter: RetryAfter,
 	})
 	for _, pattern := range htqcompat.Routes() {
-		mux.Handle(pattern, compat)
+		mux.Handle(pattern, compat.Route(pattern))
+	}
+
+	if h.opts.Pprof {
+		h.mountPprof(mux)
 	}
 
 	mux.HandleFunc("GET /healthz", h.healthz)

@@ -31,7 +31,8 @@ const testToken = "s3cret-token"
 
 // env is a handler served over real HTTP against a real storage.
 type env struct {
-	t    *testing.T
+	t    *testing.T // nil in a benchmark
+	tb   testing.TB
 	h    *handler
 	srv  *httptest.Server
 	st   *htq.Storage
@@ -49,7 +50,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
 	}
 }
 
-func openStorage(t *testing.T, backend string) *htq.Storage {
+func openStorage(t testing.TB, backend string) *htq.Storage {
 	t.Helper()
 	var raw string
 	switch backend {
@@ -67,7 +68,7 @@ func openStorage(t *testing.T, backend string) *htq.Storage {
 	return st
 }
 
-func newEnv(t *testing.T, backend string, mod func(*Options)) *env {
+func newEnv(t testing.TB, backend string, mod func(*Options)) *env {
 	t.Helper()
 	st := openStorage(t, backend)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -92,18 +93,19 @@ func newEnv(t *testing.T, backend string, mod func(*Options)) *env {
 	if opts.Meta != nil {
 		meta = opts.Meta
 	}
-	return &env{t: t, h: h.(*handler), srv: srv, st: st, insp: htq.NewInspector(st), meta: meta, opts: opts}
+	tt, _ := t.(*testing.T)
+	return &env{t: tt, tb: t, h: h.(*handler), srv: srv, st: st, insp: htq.NewInspector(st), meta: meta, opts: opts}
 }
 
 // call sends a JSON request with the token and decodes a JSON answer into
 // out (when not nil). It returns the status and the raw body.
 func (e *env) call(method, path string, body any, out any) (int, []byte) {
-	e.t.Helper()
+	e.tb.Helper()
 	return e.callAuth(method, path, "Bearer "+testToken, body, out)
 }
 
 func (e *env) callAuth(method, path, auth string, body any, out any) (int, []byte) {
-	e.t.Helper()
+	e.tb.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -114,13 +116,13 @@ func (e *env) callAuth(method, path, auth string, body any, out any) (int, []byt
 	default:
 		data, err := json.Marshal(b)
 		if err != nil {
-			e.t.Fatal(err)
+			e.tb.Fatal(err)
 		}
 		rd = bytes.NewReader(data)
 	}
 	req, err := http.NewRequest(method, e.srv.URL+path, rd)
 	if err != nil {
-		e.t.Fatal(err)
+		e.tb.Fatal(err)
 	}
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
@@ -128,16 +130,16 @@ func (e *env) callAuth(method, path, auth string, body any, out any) (int, []byt
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		e.tb.Fatal(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		e.t.Fatal(err)
+		e.tb.Fatal(err)
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
-			e.t.Fatalf("%s %s: decode %.300s: %v", method, path, data, err)
+			e.tb.Fatalf("%s %s: decode %.300s: %v", method, path, data, err)
 		}
 	}
 	return resp.StatusCode, data
@@ -145,10 +147,10 @@ func (e *env) callAuth(method, path, auth string, body any, out any) (int, []byt
 
 // must calls and fails the test unless the status is want.
 func (e *env) must(want int, method, path string, body any, out any) []byte {
-	e.t.Helper()
+	e.tb.Helper()
 	status, data := e.call(method, path, body, out)
 	if status != want {
-		e.t.Fatalf("%s %s: status %d, want %d: %.500s", method, path, status, want, data)
+		e.tb.Fatalf("%s %s: status %d, want %d: %.500s", method, path, status, want, data)
 	}
 	return data
 }
@@ -163,27 +165,27 @@ func errCode(data []byte) string {
 // queueSize is how many tasks the storage holds in queue (0 when it does
 // not know the queue).
 func (e *env) queueSize(queue string) int {
-	e.t.Helper()
+	e.tb.Helper()
 	info, err := e.insp.GetQueueInfo(queue)
 	if errors.Is(err, htq.ErrQueueNotFound) {
 		return 0
 	}
 	if err != nil {
-		e.t.Fatal(err)
+		e.tb.Fatal(err)
 	}
 	return info.Size
 }
 
 // form posts an HTQ form, multipart or urlencoded, and decodes the JSON.
 func (e *env) form(path string, multi bool, fields map[string]string, out any) (int, []byte, http.Header) {
-	e.t.Helper()
+	e.tb.Helper()
 	var body bytes.Buffer
 	ctype := "application/x-www-form-urlencoded"
 	if multi {
 		mw := multipart.NewWriter(&body)
 		for k, v := range fields {
 			if err := mw.WriteField(k, v); err != nil {
-				e.t.Fatal(err)
+				e.tb.Fatal(err)
 			}
 		}
 		mw.Close()
@@ -197,13 +199,13 @@ func (e *env) form(path string, multi bool, fields map[string]string, out any) (
 	}
 	resp, err := e.srv.Client().Post(e.srv.URL+path, ctype, &body)
 	if err != nil {
-		e.t.Fatal(err)
+		e.tb.Fatal(err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			e.t.Fatalf("%s: decode %q: %v", path, data, err)
+			e.tb.Fatalf("%s: decode %q: %v", path, data, err)
 		}
 	}
 	return resp.StatusCode, data, resp.Header

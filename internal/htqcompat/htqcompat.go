@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -95,7 +94,7 @@ func New(opts Options) *Handler {
 	h := &Handler{opts: opts, appKey: []byte(opts.AppKey), appToken: []byte(opts.AppToken), logger: opts.Logger}
 	h.mux = http.NewServeMux()
 	for _, rt := range routes {
-		h.mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) { rt.serve(h, w, r) })
+		h.mux.Handle(rt.pattern, h.Route(rt.pattern))
 	}
 	return h
 }
@@ -114,6 +113,18 @@ var routes = []struct {
 
 // ServeHTTP serves one request of /api/*.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Route returns the handler of one of Routes' patterns, to mount on a mux
+// of the caller's without a second mux in between (h itself for any other
+// pattern).
+func (h *Handler) Route(pattern string) http.Handler {
+	for _, rt := range routes {
+		if rt.pattern == pattern {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rt.serve(h, w, r) })
+		}
+	}
+	return h
+}
 
 // Routes lists the patterns the handler serves, to mount it on a mux.
 func Routes() []string {
@@ -143,6 +154,14 @@ func writeHTQ(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		status, body = http.StatusInternalServerError, []byte(`{"error_code":1001,"message":"添加失败: encode response"}`)
 	}
+	writeHTQBody(w, status, body)
+}
+
+// htqAdded is the answer to an added task or queue, encoded once.
+var htqAdded, _ = json.Marshal(htqReply{ErrorCode: htqOK, Message: htqMsgAdded})
+
+// writeHTQBody answers body, encoded JSON, as writeHTQ does.
+func writeHTQBody(w http.ResponseWriter, status int, body []byte) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/html; charset=utf-8")
 	hdr.Set("Content-Length", strconv.Itoa(len(body)))
@@ -173,20 +192,30 @@ func (h *Handler) htqFail(w http.ResponseWriter, r *http.Request, code int, msg 
 }
 
 // htqForm parses a urlencoded or multipart/form-data body (at most
-// MaxBodyBytes) and checks app_key and app_token in constant time. It
-// answers the request itself and returns false when the call cannot go on:
-// a body that does not parse with the endpoint's failure code and message.
+// MaxBodyBytes; a multipart one in its plain shape by simpleForm) and
+// checks app_key and app_token in constant time. It answers the request
+// itself and returns false when the call cannot go on: a body that does
+// not parse with the endpoint's failure code and message.
 func (h *Handler) htqForm(w http.ResponseWriter, r *http.Request, failCode int, failMsg string) (url.Values, bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
 	var err error
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt == "multipart/form-data" {
-		err = r.ParseMultipartForm(h.opts.MaxBodyBytes)
-		if r.MultipartForm != nil {
-			defer r.MultipartForm.RemoveAll()
-		}
-	} else {
+	var f url.Values
+	mt, boundary, perr := formMediaType(r.Header.Get("Content-Type"))
+	if mt != "multipart/form-data" {
 		err = r.ParseForm()
+		f = r.PostForm
+	} else {
+		simple := false
+		if perr == nil {
+			f, simple = simpleForm(r, boundary, h.opts.MaxBodyBytes)
+		}
+		if !simple {
+			err = r.ParseMultipartForm(h.opts.MaxBodyBytes)
+			f = r.PostForm
+			if r.MultipartForm != nil {
+				defer r.MultipartForm.RemoveAll()
+			}
+		}
 	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -196,7 +225,6 @@ func (h *Handler) htqForm(w http.ResponseWriter, r *http.Request, failCode int, 
 		h.htqFail(w, r, failCode, failMsg, err)
 		return nil, false
 	}
-	f := r.PostForm
 	keyOK := subtle.ConstantTimeCompare([]byte(f.Get("app_key")), h.appKey)
 	tokenOK := subtle.ConstantTimeCompare([]byte(f.Get("app_token")), h.appToken)
 	if len(h.appKey) == 0 && len(h.appToken) == 0 || keyOK&tokenOK != 1 {
@@ -275,7 +303,7 @@ func (h *Handler) htqAddQueue(w http.ResponseWriter, r *http.Request) {
 		h.htqFail(w, r, htqAddFailed, htqMsgAddFailed, err)
 		return
 	}
-	writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqOK, Message: htqMsgAdded})
+	writeHTQBody(w, http.StatusOK, htqAdded)
 }
 
 // htqDeleteQueue: POST /api/deleteQueue (queue_name) deletes the queue and
@@ -390,10 +418,10 @@ func parseExecuteTime(s string, loc *time.Location) (time.Time, error) {
 }
 
 // htqHeader reads the header field: a JSON object of header names to
-// values (strings, or numbers and booleans written as text); empty or []
-// (PHP's json_encode of an empty array) for none.
+// values (strings, or numbers and booleans written as text); empty, {} or
+// [] (PHP's json_encode of an empty array) for none.
 func htqHeader(s string) (map[string]string, error) {
-	if strings.TrimSpace(s) == "" || model.IsEmptyArray([]byte(s)) {
+	if strings.TrimSpace(s) == "" || model.IsEmptyArray([]byte(s)) || model.IsEmptyObject([]byte(s)) {
 		return nil, nil
 	}
 	var raw map[string]any
@@ -420,10 +448,10 @@ func htqHeader(s string) (map[string]string, error) {
 
 // htqData reads the data field, a JSON object, as form values: strings as
 // they are, numbers and booleans as their JSON text, null as empty, an
-// array as the key repeated, a nested object as its JSON text. Empty or
-// [] (PHP's json_encode of an empty array) is no data.
+// array as the key repeated, a nested object as its JSON text. Empty, {}
+// or [] (PHP's json_encode of an empty array) is no data.
 func htqData(s string) (url.Values, error) {
-	if strings.TrimSpace(s) == "" || model.IsEmptyArray([]byte(s)) {
+	if strings.TrimSpace(s) == "" || model.IsEmptyArray([]byte(s)) || model.IsEmptyObject([]byte(s)) {
 		return nil, nil
 	}
 	var raw map[string]json.RawMessage
@@ -555,7 +583,7 @@ func (h *Handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
 		fail(err)
 		return
 	}
-	writeHTQ(w, http.StatusOK, htqReply{ErrorCode: htqOK, Message: htqMsgAdded})
+	writeHTQBody(w, http.StatusOK, htqAdded)
 }
 
 func hasHeader(h map[string]string, name string) bool {

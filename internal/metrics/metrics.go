@@ -6,7 +6,6 @@
 package metrics
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -111,12 +110,15 @@ func (m *Metrics) ObserveRequest(route string, status int, d time.Duration) {
 	m.duration.WithLabelValues(route).Observe(d.Seconds())
 }
 
+// statusClasses are the status classes by first digit.
+var statusClasses = [...]string{1: "1xx", 2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
+
 // statusClass is "2xx" for 200-299, and so on.
 func statusClass(status int) string {
 	if status < 100 || status > 599 {
 		return "other"
 	}
-	return strconv.Itoa(status/100) + "xx"
+	return statusClasses[status/100]
 }
 
 // Fetched records a pull worker's fetch answered with n tasks.

@@ -31,6 +31,16 @@ func IsEmptyArray(b []byte) bool {
 	return len(bytes.TrimSpace(b[1:len(b)-1])) == 0
 }
 
+// IsEmptyObject reports whether b is the JSON text of an empty object
+// ("{}", white space allowed around and inside).
+func IsEmptyObject(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return false
+	}
+	return len(bytes.TrimSpace(b[1:len(b)-1])) == 0
+}
+
 // isNull reports whether b is the JSON null.
 func isNull(b []byte) bool { return string(bytes.TrimSpace(b)) == "null" }
 
@@ -38,7 +48,16 @@ func isNull(b []byte) bool { return string(bytes.TrimSpace(b)) == "null" }
 // as the API's decoder does for the body (a type's UnmarshalJSON does
 // not inherit the caller's DisallowUnknownFields). An unknown field is an
 // ErrInvalidArgument error that names it within what.
-func decodeStrict(what string, b []byte, v any) error {
+//
+// known lists JSON keys of v's fields (see fieldKeys). An object whose
+// keys are all among them, written without escapes, cannot hold an
+// unknown field: it is decoded by json.Unmarshal, which decodes as a
+// Decoder does but needs none of its own (nor its reader and buffer).
+// Any other value goes through a Decoder that refuses unknown fields.
+func decodeStrict(what string, b []byte, v any, known map[string]bool) error {
+	if json.Valid(b) && onlyKeys(b, known) {
+		return json.Unmarshal(b, v)
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -46,6 +65,107 @@ func decodeStrict(what string, b []byte, v any) error {
 		return invalid(what + ": " + strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return err
+}
+
+// fieldKeys returns the JSON keys that the json tags of struct type t
+// give its exported fields: keys that encoding/json decodes into a field
+// of t (t's fields have no two tags alike).
+func fieldKeys(t reflect.Type) map[string]bool {
+	keys := make(map[string]bool, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.IsExported() && !f.Anonymous && name != "" && name != "-" {
+			keys[name] = true
+		}
+	}
+	return keys
+}
+
+// onlyKeys reports whether b, valid JSON, is an object whose every key is
+// written without escapes and is in known.
+func onlyKeys(b []byte, known map[string]bool) bool {
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	for b[i] != '}' {
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+		end := bytes.IndexByte(b[i+1:], '"') // b[i] is the key's opening quote
+		key := b[i+1 : i+1+end]
+		if bytes.IndexByte(key, '\\') >= 0 || !known[string(key)] {
+			return false
+		}
+		i = skipSpace(b, i+1+end+1)         // at the ':'
+		i = skipValue(b, skipSpace(b, i+1)) // past the value
+		i = skipSpace(b, i)
+	}
+	return true
+}
+
+// skipSpace returns the index of the first byte of b from i on that is
+// not JSON white space (len(b) if none).
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the value that starts at b[i],
+// in valid JSON.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of the enclosing object
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
+}
+
+// plainString returns the text of b when b is a JSON string of printable
+// ASCII without escapes (whose text is what is between the quotes).
+func plainString(b []byte) (string, bool) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return "", false
+	}
+	for _, c := range b[1 : len(b)-1] {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return string(b[1 : len(b)-1]), true
+}
+
+// isNumber reports whether b is a JSON number and nothing else.
+func isNumber(b []byte) bool {
+	return len(b) > 0 && (b[0] == '-' || '0' <= b[0] && b[0] <= '9') &&
+		'0' <= b[len(b)-1] && b[len(b)-1] <= '9' && json.Valid(b)
 }
 
 // typeError is the *json.UnmarshalTypeError of a value of JSON kind got

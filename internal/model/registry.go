@@ -52,33 +52,17 @@ func (r *Registry) Queues() *Cache { return r.cache }
 // completed retention (Queue.CompletedRetention), so that the result a
 // worker sends, or a URL task's answer, can be read after it completes.
 func (r *Registry) Build(ctx context.Context, s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, error) {
-	task, opts, ut, err := Build(s, q)
+	var check func(*url.URL) error
+	if r.checkTarget != nil && s.IsURL() {
+		check = func(target *url.URL) error { return r.checkTarget(ctx, target) }
+	}
+	task, opts, err := Build(s, q, check)
 	if err != nil {
 		return nil, nil, err
 	}
 	if s.Options == nil || s.Options.Retention == nil {
 		if d := q.CompletedRetention(r.defaults); d > 0 {
 			opts = append(opts, htq.Retention(d))
-		}
-	}
-	if ut != nil && r.checkTarget != nil {
-		u, _ := url.Parse(ut.URL) // Validate parsed it already
-		if err := r.checkTarget(ctx, u); errors.Is(err, base.ErrInvalidArgument) {
-			return nil, nil, err // a malformed URL, not a refused target
-		} else if err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", ErrTargetNotAllowed, err)
-		}
-		// A callback's target is checked as the task's own, and a refused
-		// one is bad input naming its field: the task itself could run.
-		for _, cb := range []struct{ field, url string }{
-			{"options." + CallbackSuccess, ut.Callback}, {"options." + CallbackFailure, ut.FailureCallback}} {
-			if cb.url == "" {
-				continue
-			}
-			u, _ := url.Parse(cb.url) // Validate parsed it already
-			if err := r.checkTarget(ctx, u); err != nil {
-				return nil, nil, fmt.Errorf("%w: %s: %v", base.ErrInvalidArgument, cb.field, err)
-			}
 		}
 	}
 	return task, opts, nil

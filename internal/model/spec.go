@@ -3,10 +3,13 @@ package model
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -98,7 +101,11 @@ func (h *Headers) UnmarshalJSON(b []byte) error {
 
 // UnmarshalJSON reads the options object, or [] for none, refusing
 // unknown fields and naming the field of a bad time or duration.
-func (o *TaskOptions) UnmarshalJSON(b []byte) error {
+func (o *TaskOptions) UnmarshalJSON(b []byte) error { return o.unmarshal(b, optionKeys) }
+
+// unmarshal is UnmarshalJSON with the keys decodeStrict's fast path
+// knows (nil: none, as FuzzDecodeStrict reads them to compare).
+func (o *TaskOptions) unmarshal(b []byte, known map[string]bool) error {
 	if IsEmptyArray(b) {
 		*o = TaskOptions{}
 		return nil
@@ -112,13 +119,16 @@ func (o *TaskOptions) UnmarshalJSON(b []byte) error {
 		ProcessAt *jsonTime `json:"process_at,omitempty"`
 		Deadline  *jsonTime `json:"deadline,omitempty"`
 	}
-	if err := decodeStrict("options", b, &v); err != nil {
+	if err := decodeStrict("options", b, &v, known); err != nil {
 		return err
 	}
 	*o = TaskOptions(v.Plain)
 	o.ProcessAt, o.Deadline = (*time.Time)(v.ProcessAt), (*time.Time)(v.Deadline)
 	return nil
 }
+
+// optionKeys are the JSON keys of TaskOptions' fields.
+var optionKeys = fieldKeys(reflect.TypeFor[TaskOptions]())
 
 // jsonTime is a time.Time read from RFC 3339 text whose errors are type
 // errors (which encoding/json names with the field).
@@ -237,11 +247,18 @@ type Duration time.Duration
 
 // UnmarshalJSON reads a duration string or a number of seconds. A bad one
 // is a type error, which encoding/json names with the field.
-func (d *Duration) UnmarshalJSON(b []byte) error {
+func (d *Duration) UnmarshalJSON(b []byte) error { return d.unmarshal(b, true) }
+
+// unmarshal is UnmarshalJSON; direct reads a plain string or a number
+// without a decoder (false: every value through json.Unmarshal, as
+// FuzzDuration reads them to compare).
+func (d *Duration) unmarshal(b []byte, direct bool) error {
 	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
+		s, ok := plainString(b)
+		if !ok || !direct {
+			if err := json.Unmarshal(b, &s); err != nil {
+				return err
+			}
 		}
 		v, err := time.ParseDuration(s)
 		if err != nil {
@@ -251,7 +268,14 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var secs float64
-	if err := json.Unmarshal(b, &secs); err != nil || math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
+	var err error
+	if direct && isNumber(b) {
+		// What json.Unmarshal does with a number, without a decoder.
+		secs, err = strconv.ParseFloat(string(b), 64)
+	} else {
+		err = json.Unmarshal(b, &secs)
+	}
+	if err != nil || math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
 		return typeError(jsonKind(b), durationType)
 	}
 	*d = Duration(secs * float64(time.Second))
@@ -262,39 +286,41 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 // Build turns a spec into an htq task with its options (the queue
-// option not included), checked against the queue's record. For a URL
-// task it also returns the URLTask it made.
-func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *URLTask, error) {
+// option not included), checked against the queue's record. A URL task's
+// target and callbacks, once known well formed, are checked with
+// checkTarget when it is not nil (see checkTargets), before the task is
+// encoded, so that a refused one costs little.
+func Build(s *TaskSpec, q *Queue, checkTarget func(*url.URL) error) (*htq.Task, []htq.Option, error) {
 	if err := s.CheckKind(); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	opts, err := s.Options.Options(nil)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if !s.IsURL() {
 		if q.Mode != ModePull {
-			return nil, nil, nil, fmt.Errorf("%w: queue %s is a %s queue: it takes URL tasks, not typed tasks", ErrModeMismatch, q.Name, q.Mode)
+			return nil, nil, fmt.Errorf("%w: queue %s is a %s queue: it takes URL tasks, not typed tasks", ErrModeMismatch, q.Name, q.Mode)
 		}
 		payload := []byte(s.Payload)
 		if !utf8.Valid(payload) {
 			// A JSON payload is stored as its text and answered as JSON;
 			// it must be UTF-8 to stay valid JSON.
-			return nil, nil, nil, invalid("payload: not valid UTF-8 (a JSON string in it holds bytes that are not UTF-8); send binary data as payload_base64")
+			return nil, nil, invalid("payload: not valid UTF-8 (a JSON string in it holds bytes that are not UTF-8); send binary data as payload_base64")
 		}
 		if s.PayloadBase64 != "" {
 			if payload, err = base64.StdEncoding.DecodeString(s.PayloadBase64); err != nil {
-				return nil, nil, nil, invalid("payload_base64: " + err.Error())
+				return nil, nil, invalid("payload_base64: " + err.Error())
 			}
 		}
 		if o := s.Options; o != nil && (o.Callback != "" || o.FailureCallback != "") {
-			return nil, nil, nil, invalid("options.callback and options.failure_callback apply to URL tasks, whose outcome htq knows; " +
+			return nil, nil, invalid("options.callback and options.failure_callback apply to URL tasks, whose outcome htq knows; " +
 				"a pull worker reports its own task's outcome")
 		}
-		return htq.NewTask(s.Type, payload), opts, nil, nil
+		return htq.NewTask(s.Type, payload), opts, nil
 	}
 	if !q.Mode.IsURL() {
-		return nil, nil, nil, fmt.Errorf("%w: queue %s is a pull queue: it takes typed tasks, not URL tasks", ErrModeMismatch, q.Name)
+		return nil, nil, fmt.Errorf("%w: queue %s is a pull queue: it takes typed tasks, not URL tasks", ErrModeMismatch, q.Name)
 	}
 	ut := &URLTask{URL: s.URL, Method: strings.ToUpper(s.Method), Headers: s.Headers,
 		BodyBase64: s.BodyBase64, TimeoutMS: s.TimeoutMS, Variable: s.Variable}
@@ -311,13 +337,19 @@ func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *URLTask, error) {
 	case q.Mode == ModeVariable && ut.Variable == nil:
 		ut.Variable = &Variable{}
 	case q.Mode != ModeVariable && ut.Variable != nil:
-		return nil, nil, nil, invalid(fmt.Sprintf("URL task: variable applies to tasks of variable queues; queue %s is %s", q.Name, q.Mode))
+		return nil, nil, invalid(fmt.Sprintf("URL task: variable applies to tasks of variable queues; queue %s is %s", q.Name, q.Mode))
 	}
 	if ut.Variable != nil && (ut.Variable.IntervalS < 0 || ut.Variable.IntervalS > float64(MaxIntervalLimit)) {
-		return nil, nil, nil, invalid(fmt.Sprintf("URL task: variable.interval_s %v is out of range", ut.Variable.IntervalS))
+		return nil, nil, invalid(fmt.Sprintf("URL task: variable.interval_s %v is out of range", ut.Variable.IntervalS))
 	}
-	if _, err := ut.Validate(); err != nil {
-		return nil, nil, nil, err
+	target, err := ut.Validate()
+	if err != nil {
+		return nil, nil, err
+	}
+	if checkTarget != nil {
+		if err := checkTargets(ut, target, checkTarget); err != nil {
+			return nil, nil, err
+		}
 	}
 	if n, ok := q.MaxRetry(); ok && (s.Options == nil || s.Options.MaxRetry == nil) {
 		opts = append([]htq.Option{htq.MaxRetry(n)}, opts...)
@@ -328,9 +360,33 @@ func Build(s *TaskSpec, q *Queue) (*htq.Task, []htq.Option, *URLTask, error) {
 	}
 	payload, err := ut.Encode()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return htq.NewTask(TypeURL, payload), opts, ut, nil
+	return htq.NewTask(TypeURL, payload), opts, nil
+}
+
+// checkTargets asks check about the target of URL task ut, parsed, and
+// about its callbacks'. A refused target is ErrTargetNotAllowed (a
+// malformed one, whose error wraps base.ErrInvalidArgument, is that
+// error); a refused callback is bad input naming its field, since the
+// task itself could run.
+func checkTargets(ut *URLTask, target *url.URL, check func(*url.URL) error) error {
+	if err := check(target); errors.Is(err, base.ErrInvalidArgument) {
+		return err // a malformed URL, not a refused target
+	} else if err != nil {
+		return fmt.Errorf("%w: %v", ErrTargetNotAllowed, err)
+	}
+	for _, cb := range []struct{ field, url string }{
+		{"options." + CallbackSuccess, ut.Callback}, {"options." + CallbackFailure, ut.FailureCallback}} {
+		if cb.url == "" {
+			continue
+		}
+		u, _ := url.Parse(cb.url) // Validate parsed it already
+		if err := check(u); err != nil {
+			return fmt.Errorf("%w: %s: %v", base.ErrInvalidArgument, cb.field, err)
+		}
+	}
+	return nil
 }
 
 // invalid wraps a message as an ErrInvalidArgument error whose text is the

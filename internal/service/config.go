@@ -121,6 +121,10 @@ type Config struct {
 	RedisWaitReplicas int
 	RedisWaitTimeout  time.Duration
 	RedisWaitAOFLocal bool
+	// Pprof serves the Go runtime's profiles (CPU, heap, goroutines, …)
+	// under /debug/pprof/, behind the API token (docs/operations.md).
+	// Off by default.
+	Pprof bool
 	// UIReadOnly makes the dashboard (/ui/) read-only: it shows no action,
 	// and the API refuses every call made with a dashboard session that
 	// is not a GET or HEAD (403). The bearer token keeps every right.

@@ -175,6 +175,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		CORSOrigins:        cfg.CORSOrigins,
 		TracerProvider:     cfg.TracerProvider,
 		Propagator:         cfg.Propagator,
+		Pprof:              cfg.Pprof,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service: API: %w", err)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# A/B of htq serve's CPU per HTTP request: the measurement of
+# ../shared/bench/httpload/cpu-per-request.sh (user+system CPU of the htq serve process divided by
+# requests; the shared load tools, net/http clients at c=32; tasks due in an hour so nothing
+# dispatches) for several htq binaries, alternating within each repetition (the order rotated
+# every repetition), plus a request refused at once (HTQ's addTask with a target the guard refuses,
+# which touches no storage). Prints one line per run and the medians.
+#
+#   bench/serve/cpu-ab.sh before=/tmp/htq-before after=/tmp/htq-after
+#
+# Run it in the project checkout (it finds the load tools in ../shared/bench/httpload). REPS (3)
+# repetitions, N (20000) requests per measurement, BACKENDS ("file redis").
+set -u
+REPS=${REPS:-3}; N=${N:-20000}; BACKENDS=${BACKENDS:-"file redis"}
+[ $# -ge 1 ] || { echo "usage: $0 label=binary ..." >&2; exit 2; }
+loads=$(cd "$(dirname "$0")/../../../shared/bench/httpload" 2>/dev/null && pwd) ||
+  { echo "../shared/bench/httpload not found beside the project checkout" >&2; exit 1; }
+work=$(mktemp -d); pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+(cd "$loads" && go build -o "$work/load" ./load && go build -o "$work/v1load" ./v1load) || exit 1
+K=sbvrgrgbg10rgye5y5ebfbgdyyhdgsrg; T=usbvbhu0srfefeafrrgy5rgrgrfrfegsrg; TOK=bench-token-0123456789
+later=$(date -d '+1 hour' '+%Y-%m-%d %H:%M:%S')
+cpu() { awk '{print $14+$15}' /proc/"$1"/stat; }   # clock ticks of 10 ms
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+perreq() { echo $(( ($2 - $1) * 10000 / N )); }    # µs per request
+labels=("$@")
+for rep in $(seq "$REPS"); do
+  for backend in $BACKENDS; do
+    for k in $(seq 0 $(( ${#labels[@]} - 1 ))); do
+      spec=${labels[$(( (k + rep) % ${#labels[@]} ))]}; label=${spec%%=*}; bin=${spec#*=}
+      rm -rf "$work/data"; broker="file:$work/data"; rpid=
+      if [ "$backend" = redis ]; then
+        rp=$(freeport)
+        redis-server --port $rp --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 & rpid=$!; pids+=($rpid)
+        for _ in $(seq 50); do redis-cli -p $rp ping >/dev/null 2>&1 && break; sleep 0.1; done
+        broker="redis://127.0.0.1:$rp/0"
+      fi
+      hp=$(freeport); B=http://127.0.0.1:$hp
+      HTQ_ADDR=127.0.0.1:$hp HTQ_STORAGE=$broker HTQ_TOKEN=$TOK HTQ_APP_KEY=$K HTQ_APP_TOKEN=$T \
+        HTQ_ALLOW_TARGETS=127.0.0.0/8 HTQ_LOG_LEVEL=error TZ=UTC "$bin" serve >"$work/serve.log" 2>&1 & p=$!; pids+=($p)
+      for _ in $(seq 100); do curl -sf "$B/healthz" >/dev/null && break; sleep 0.1; done
+      curl -s -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' \
+        -d '{"name":"v1q","mode":"real_time","max_concurrency":100}' "$B/v1/queues" >/dev/null
+      curl -s "$B/api/addQueue" -F app_key=$K -F app_token=$T -F queue_name=loadq -F type=real_time >/dev/null
+      "$work/v1load" -base "$B" -n 2000 -token $TOK >/dev/null
+      a=$(cpu $p); "$work/v1load" -base "$B" -n "$N" -token $TOK >"$work/v1.txt"; b=$(cpu $p)
+      "$work/load" -base "$B" -n 2000 -exec "$later" -target http://127.0.0.1:1/x >/dev/null
+      c=$(cpu $p); "$work/load" -base "$B" -n "$N" -exec "$later" -target http://127.0.0.1:1/x >"$work/htq.txt"; d=$(cpu $p)
+      # 10.0.0.0/8 is private and not allowed: every request is refused (all count as errors)
+      e=$(cpu $p); "$work/load" -base "$B" -n "$N" -exec "$later" -target http://10.9.9.9/x >"$work/ref.txt"; f=$(cpu $p)
+      ok=ok; grep -q "errors=0" "$work/v1.txt" && grep -q "errors=0" "$work/htq.txt" && grep -q "errors=$N" "$work/ref.txt" || ok="ERRORS: $(cat "$work"/v1.txt "$work"/htq.txt "$work"/ref.txt "$work"/serve.log | tr "\n" " ")"
+      echo "rep=$rep backend=${backend} label=$label v1_us=$(perreq $a $b) addtask_us=$(perreq $c $d) refused_us=$(perreq $e $f) load=$(cut -d' ' -f1 /proc/loadavg) $ok" | tee -a "$work/lines"
+      kill $p; wait $p 2>/dev/null
+      [ -n "$rpid" ] && { kill $rpid; wait $rpid 2>/dev/null; }
+    done
+  done
+done
+echo "medians of $REPS (µs of htq serve CPU per request):"
+for backend in $BACKENDS; do
+  for spec in "${labels[@]}"; do
+    label=${spec%%=*}; line="  $backend $label:"
+    for m in v1_us addtask_us refused_us load; do
+      med=$(grep "backend=$backend label=$label " "$work/lines" | sed -n "s/.* $m=\([0-9.]*\).*/\1/p" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+      line="$line $m=$med"
+    done
+    echo "$line"
+  done
+done
