@@ -48,6 +48,9 @@ type config struct {
 	maxDuration                                 time.Duration
 	serveLog                                    string
 	client                                      string
+	// scale-out scenario
+	redisCLI, topology, procs, queues string
+	nScaleout                         int
 }
 
 func main() {
@@ -56,7 +59,7 @@ func main() {
 	flag.StringVar(&c.htqBin, "htq", "", "path of the htq binary to measure (required)")
 	flag.StringVar(&c.backend, "backend", "redis", "storage: redis (a private redis-server) or file (embedded, temp dir)")
 	flag.StringVar(&c.redisBin, "redis-server", "redis-server", "redis-server binary")
-	flag.StringVar(&c.scenarios, "scenario", "enqueue,batch,dispatch,timing", "comma list of scenarios: enqueue, batch, dispatch, timing")
+	flag.StringVar(&c.scenarios, "scenario", "enqueue,batch,dispatch,timing", "comma list of scenarios: enqueue, batch, dispatch, timing, scaleout (not in the default: one redis-server or Cluster per invocation, see -topology)")
 	flag.StringVar(&c.label, "label", "", "label copied into every JSON line")
 	flag.IntVar(&c.run, "run", 1, "run number copied into every JSON line")
 	flag.IntVar(&c.nSingle, "n-enqueue", 100000, "single-task enqueues to time (after 2,000 of warm-up)")
@@ -72,10 +75,18 @@ func main() {
 	flag.DurationVar(&c.maxDuration, "max-duration", 90*time.Second, "bound of each scenario's timed part")
 	flag.StringVar(&c.serveLog, "serve-log", "", "file for htq serve's standard error (default: discarded)")
 	flag.StringVar(&c.client, "client", "raw", "HTTP client of the enqueue scenarios: raw (a minimal HTTP/1.1 keep-alive client, less CPU) or nethttp (net/http)")
+	flag.StringVar(&c.redisCLI, "redis-cli", "redis-cli", "redis-cli binary (scaleout: cluster creation, INFO)")
+	flag.StringVar(&c.topology, "topology", "single", "scaleout: single (one redis-server) or cluster (three primaries)")
+	flag.StringVar(&c.procs, "procs", "1,2,4", "scaleout: comma list of htq serve process counts")
+	flag.StringVar(&c.queues, "queues", "1,6", "scaleout: comma list of queue counts")
+	flag.IntVar(&c.nScaleout, "n-scaleout", 50000, "scaleout: single-task enqueues to time per run (after 2,000 of warm-up)")
 	flag.StringVar(&summarize, "summarize", "", "print the medians of a JSON-lines file as a Markdown table and exit")
 	flag.Parse()
 	if summarize != "" {
 		if err := printSummary(summarize, os.Stdout); err != nil {
+			fatal("%v", err)
+		}
+		if err := printScaleoutSummary(summarize, os.Stdout); err != nil {
 			fatal("%v", err)
 		}
 		return
@@ -100,6 +111,8 @@ func main() {
 			err = withService(c, c.dispatchConc, func(sv *service) error { return scenarioDispatch(c, sv) })
 		case "timing":
 			err = withService(c, 0, func(sv *service) error { return scenarioTiming(c, sv) })
+		case "scaleout":
+			err = scenarioScaleout(c)
 		default:
 			err = fmt.Errorf("unknown scenario %q", s)
 		}
@@ -205,38 +218,74 @@ func withService(c config, concurrency int, fn func(*service) error) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	var stops stopper
+	defer stops.run()
 	var broker string
 	var redisPID int
-	var stops []func()
-	defer func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}()
 	switch c.backend {
 	case "redis":
-		port, err := freePort()
+		rs, err := startRedis(c, dir, &stops)
 		if err != nil {
 			return err
 		}
-		rs := exec.Command(c.redisBin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-			"--appendonly", "no", "--dir", dir, "--daemonize", "no", "--loglevel", "warning")
-		if err := rs.Start(); err != nil {
-			return fmt.Errorf("start redis-server: %w", err)
-		}
-		redisPID = rs.Process.Pid
-		stops = append(stops, func() { _ = rs.Process.Kill(); _ = rs.Wait() })
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		if err := waitTCP(addr, 5*time.Second); err != nil {
-			return err
-		}
-		broker = "redis://" + addr + "/0"
+		redisPID, broker = rs.pid, "redis://"+rs.addr+"/0"
 	case "file":
 		broker = "file:" + filepath.Join(dir, "data")
 	}
-	port, err := freePort()
+	sv, err := startServe(c, broker, concurrency, &stops)
 	if err != nil {
 		return err
+	}
+	sv.redisPID = redisPID
+	return fn(sv)
+}
+
+// stopper collects the stop functions of started processes; run calls
+// them in reverse order.
+type stopper []func()
+
+func (s *stopper) add(f func()) { *s = append(*s, f) }
+
+func (s *stopper) run() {
+	for i := len(*s) - 1; i >= 0; i-- {
+		(*s)[i]()
+	}
+	*s = nil
+}
+
+// redisProc is a private redis-server on a free loopback port.
+type redisProc struct {
+	addr string
+	pid  int
+}
+
+// startRedis starts a redis-server without persistence, its files in dir,
+// with the extra arguments, and waits until it listens.
+func startRedis(c config, dir string, stops *stopper, extra ...string) (redisProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return redisProc{}, err
+	}
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		"--appendonly", "no", "--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, extra...)
+	rs := exec.Command(c.redisBin, args...)
+	if err := rs.Start(); err != nil {
+		return redisProc{}, fmt.Errorf("start redis-server: %w", err)
+	}
+	stops.add(func() { _ = rs.Process.Kill(); _ = rs.Wait() })
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := waitTCP(addr, 5*time.Second); err != nil {
+		return redisProc{}, err
+	}
+	return redisProc{addr: addr, pid: rs.Process.Pid}, nil
+}
+
+// startServe starts htq serve on a free loopback port with the storage
+// URL broker and waits until it is ready; stops gets its stop function.
+func startServe(c config, broker string, concurrency int, stops *stopper) (*service, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args := []string{"serve", "--addr", addr, "--storage", broker, "--token", token,
@@ -249,17 +298,17 @@ func withService(c config, concurrency int, fn func(*service) error) error {
 	if c.serveLog != "" {
 		f, err := os.OpenFile(c.serveLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer f.Close()
+		defer f.Close() // the child holds its own descriptor
 		cmd.Stderr = f
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start htq serve: %w", err)
+		return nil, fmt.Errorf("start htq serve: %w", err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	stops = append(stops, func() {
+	stops.add(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-exited:
@@ -268,7 +317,7 @@ func withService(c config, concurrency int, fn func(*service) error) error {
 			<-exited
 		}
 	})
-	sv := &service{addr: addr, base: "http://" + addr, backend: c.backend, servePID: cmd.Process.Pid, redisPID: redisPID, hc: &http.Client{
+	sv := &service{addr: addr, base: "http://" + addr, backend: c.backend, servePID: cmd.Process.Pid, hc: &http.Client{
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64, DisableCompression: true},
 		Timeout:   60 * time.Second,
 	}}
@@ -276,22 +325,21 @@ func withService(c config, concurrency int, fn func(*service) error) error {
 	for {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("htq serve exited at start: %v (use -serve-log to see why)", err)
+			return nil, fmt.Errorf("htq serve exited at start: %v (use -serve-log to see why)", err)
 		default:
 		}
 		resp, err := sv.hc.Get(sv.base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				break
+				return sv, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("htq serve not ready after 20 s: %v", err)
+			return nil, fmt.Errorf("htq serve not ready after 20 s: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fn(sv)
 }
 
 // call sends one JSON request and checks the status.
@@ -365,55 +413,16 @@ func scenarioEnqueue(c config, sv *service) error {
 		rawReqs[i] = rawRequest("POST", sv.addr, "/v1/queues/"+q+"/tasks", b)
 	}
 	phase := func(n int) (time.Duration, []time.Duration, error) {
-		var next atomic.Int64
-		lat := make([][]time.Duration, c.conns)
-		errs := make(chan error, c.conns)
-		ctx, cancel := context.WithTimeout(context.Background(), c.maxDuration)
-		defer cancel()
-		start := time.Now()
-		var wg sync.WaitGroup
-		for g := 0; g < c.conns; g++ {
-			wg.Add(1)
-			go func(g int) {
-				defer wg.Done()
-				rc := newRawConn(sv.addr, 30*time.Second)
-				defer rc.close()
-				for ctx.Err() == nil {
-					i := next.Add(1)
-					if i > int64(n) {
-						return
-					}
-					t0 := time.Now()
-					var err error
-					if c.client == "raw" {
-						var status int
-						var body []byte
-						status, body, err = rc.do(rawReqs[i%64])
-						if err == nil && status != http.StatusCreated {
-							err = fmt.Errorf("POST /v1/queues/%s/tasks: status %d: %.300s", q, status, body)
-						}
-					} else {
-						err = sv.call(hc, "POST", "/v1/queues/"+q+"/tasks", bodies[i%64], http.StatusCreated, nil)
-					}
-					if err != nil {
-						errs <- err
-						return
-					}
-					lat[g] = append(lat[g], time.Since(t0))
-				}
-			}(g)
-		}
-		wg.Wait()
-		elapsed := time.Since(start)
-		close(errs)
-		if err := <-errs; err != nil {
-			return 0, nil, err
-		}
-		var all []time.Duration
-		for _, l := range lat {
-			all = append(all, l...)
-		}
-		return elapsed, all, nil
+		return loadPhase(c, n, func(int) string { return sv.addr }, func(_ int, rc *rawConn, i int64) error {
+			if c.client != "raw" {
+				return sv.call(hc, "POST", "/v1/queues/"+q+"/tasks", bodies[i%64], http.StatusCreated, nil)
+			}
+			status, body, err := rc.do(rawReqs[i%64])
+			if err == nil && status != http.StatusCreated {
+				err = fmt.Errorf("POST /v1/queues/%s/tasks: status %d: %.300s", q, status, body)
+			}
+			return err
+		})
 	}
 	if _, _, err := phase(2000); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
@@ -763,6 +772,9 @@ func printSummary(path string, w io.Writer) error {
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
+		if rec.Scenario == "serve-scaleout" {
+			continue // printScaleoutSummary's
+		}
 		k := key{rec.Scenario, rec.Backend, rec.Metric}
 		vals[k] = append(vals[k], rec.Value)
 	}
@@ -770,7 +782,7 @@ func printSummary(path string, w io.Writer) error {
 		return err
 	}
 	if len(vals) == 0 {
-		return errors.New("no results")
+		return nil // a file of scale-out lines only
 	}
 	keys := make([]key, 0, len(vals))
 	for k := range vals {
