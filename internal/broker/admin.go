@@ -112,10 +112,10 @@ type QueueStats struct {
 	Pending, Active, Scheduled, Retry, Archived int
 	Completed, Aggregating                      int
 	// Waiting counts workflow tasks waiting for their dependencies.
-	Waiting int
-	Groups  int
-	Processed, Failed                           int64 // today (UTC, storage clock)
-	ProcessedTotal, FailedTotal                 int64
+	Waiting                     int
+	Groups                      int
+	Processed, Failed           int64 // today (UTC, storage clock)
+	ProcessedTotal, FailedTotal int64
 	// OldestPending is when the oldest pending task became pending (zero
 	// when none is).
 	OldestPending time.Time
