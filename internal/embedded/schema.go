@@ -13,6 +13,10 @@ import "encoding/binary"
 //	stats   queue 0x00 kind 0x00 day (8 bytes, big endian) → count (8 bytes, big endian)
 //	        kind is 'p' (processed) or 'f' (failed); day is Unix ms / 86,400,000,
 //	        or allTime for the all-time counter.
+//	workflows  workflow ID 0x00 's' → the workflow as enqueued (workflow.go)
+//	        workflow ID 0x00 'f' → canceled flag and finish time
+//	        workflow ID 0x00 'o' task ID → how that workflow task finished
+//	        Which task belongs to a workflow is in its task record (version 2).
 //
 // Task records carry every index a queue needs (state, order, due time,
 // lease), so the file has no index bucket that could disagree with them:
@@ -24,6 +28,8 @@ var (
 	bucketStats  = []byte("stats")
 	bucketClaims = []byte("claims")
 	bucketKV     = []byte("kv")
+	// bucketWorkflows holds the workflow records (see above).
+	bucketWorkflows = []byte("workflows")
 
 	keyVersion = []byte("version")
 )

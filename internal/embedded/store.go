@@ -25,6 +25,7 @@ type batch struct {
 	queues    map[string][]byte
 	claims    map[string][]byte
 	kv        map[string][]byte
+	wf        map[string][]byte // workflow records (nil value = delete)
 	stats     map[statKey]uint64
 	dropStats map[string]bool
 	done      *ticket
@@ -36,6 +37,7 @@ func newBatch() *batch {
 		queues:    make(map[string][]byte),
 		claims:    make(map[string][]byte),
 		kv:        make(map[string][]byte),
+		wf:        make(map[string][]byte),
 		stats:     make(map[statKey]uint64),
 		dropStats: make(map[string]bool),
 		done:      &ticket{done: make(chan struct{})},
@@ -43,7 +45,8 @@ func newBatch() *batch {
 }
 
 func (b *batch) empty() bool {
-	return len(b.tasks) == 0 && len(b.queues) == 0 && len(b.claims) == 0 && len(b.kv) == 0 && len(b.stats) == 0 && len(b.dropStats) == 0
+	return len(b.tasks) == 0 && len(b.queues) == 0 && len(b.claims) == 0 && len(b.kv) == 0 && len(b.wf) == 0 &&
+		len(b.stats) == 0 && len(b.dropStats) == 0
 }
 
 // ticket tells the operations of one batch how its commit went.
@@ -131,7 +134,7 @@ func (s *boltStore) migrate() error {
 			if have > schemaVersion {
 				return fmt.Errorf("htq: %s has schema version %d, written by a newer htq; this one reads up to %d", s.file, have, schemaVersion)
 			}
-			for _, name := range [][]byte{bucketTasks, bucketQueues, bucketStats, bucketClaims, bucketKV} {
+			for _, name := range [][]byte{bucketTasks, bucketQueues, bucketStats, bucketClaims, bucketKV, bucketWorkflows} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return err
 				}
@@ -163,13 +166,15 @@ type loaded struct {
 	stats  map[statKey]uint64
 	claims map[string][]byte
 	kv     map[string][]byte
+	wf     map[string][]byte // the workflows bucket
 }
 
 // load reads the queue entries, counters and claims, then calls tasks once
 // with every task record in sequence order. The record bytes are valid only
 // during the call (they are bbolt's memory map).
 func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error) (*loaded, error) {
-	out := &loaded{queues: make(map[string][]byte), stats: make(map[statKey]uint64), claims: make(map[string][]byte), kv: make(map[string][]byte)}
+	out := &loaded{queues: make(map[string][]byte), stats: make(map[statKey]uint64), claims: make(map[string][]byte),
+		kv: make(map[string][]byte), wf: make(map[string][]byte)}
 	err := s.guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			if meta := tx.Bucket(bucketMeta); meta != nil {
@@ -201,6 +206,14 @@ func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error) (*loade
 			if kv := tx.Bucket(bucketKV); kv != nil {
 				if err := kv.ForEach(func(k, v []byte) error {
 					out.kv[string(k)] = append([]byte(nil), v...)
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			if wf := tx.Bucket(bucketWorkflows); wf != nil {
+				if err := wf.ForEach(func(k, v []byte) error {
+					out.wf[string(k)] = append([]byte(nil), v...)
 					return nil
 				}); err != nil {
 					return err
@@ -258,6 +271,9 @@ func (s *boltStore) commit(b *batch) error {
 			if err := putAll(tx.Bucket(bucketKV), b.kv); err != nil {
 				return err
 			}
+			if err := putAll(tx.Bucket(bucketWorkflows), b.wf); err != nil {
+				return err
+			}
 			stats := tx.Bucket(bucketStats)
 			for queue := range b.dropStats {
 				prefix := append([]byte(queue), 0)
@@ -307,6 +323,21 @@ func (s *boltStore) records() (map[uint64][]byte, error) {
 		return s.db.View(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketTasks).ForEach(func(k, v []byte) error {
 				out[binary.BigEndian.Uint64(k)] = append([]byte(nil), v...)
+				return nil
+			})
+		})
+	})
+	return out, err
+}
+
+// workflowRecords returns every record of the workflows bucket (for
+// CheckInvariants).
+func (s *boltStore) workflowRecords() (map[string][]byte, error) {
+	out := make(map[string][]byte)
+	err := s.guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketWorkflows).ForEach(func(k, v []byte) error {
+				out[string(k)] = append([]byte(nil), v...)
 				return nil
 			})
 		})
