@@ -492,3 +492,13 @@ type DependencyResult struct {
 	// Result is what it wrote with its ResultWriter (succeeded tasks).
 	Result []byte
 }
+
+// RefuseWorkflowTask returns an ErrInvalidArgument error when m names a
+// workflow: Enqueue and EnqueueBatch store plain tasks only, workflow
+// tasks are stored by EnqueueWorkflow.
+func RefuseWorkflowTask(m *TaskMessage) error {
+	if m.Workflow == "" && m.WorkflowTask == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: task %q names workflow %q: workflow tasks are stored by EnqueueWorkflow", ErrInvalidArgument, m.ID, m.Workflow)
+}

@@ -102,8 +102,8 @@ func checkEnqueue(p broker.EnqueueParams) (*base.TaskMessage, error) {
 	if err := p.Msg.Validate(); err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
-	if p.Msg.Workflow != "" || p.Msg.WorkflowTask != "" {
-		return nil, fmt.Errorf("%w: enqueue: task %q names workflow %q: workflow tasks are stored by EnqueueWorkflow", base.ErrInvalidArgument, p.Msg.ID, p.Msg.Workflow)
+	if err := base.RefuseWorkflowTask(p.Msg); err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
 	}
 	m := cloneMsg(p.Msg)
 	m.Deadline = normTime(m.Deadline)

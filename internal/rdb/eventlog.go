@@ -25,6 +25,7 @@ var logKinds = map[string]broker.LogKind{
 	"e": broker.LogEnqueued, "s": broker.LogStarted, "d": broker.LogSucceeded,
 	"f": broker.LogFailed, "r": broker.LogRetried, "a": broker.LogArchived,
 	"x": broker.LogDeleted, "p": broker.LogPaused, "u": broker.LogResumed,
+	"l": broker.LogReleased, "c": broker.LogCanceled,
 }
 
 // eventPoll is how often ReadEvents looks again while it waits on Redis

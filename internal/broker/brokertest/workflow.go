@@ -22,6 +22,11 @@ import (
 //   - A waiting task is listed by ListTasks(StateWaiting) oldest first and
 //     counted in QueueStats.Waiting; RunTask and RunAll refuse it,
 //     ArchiveTask, ArchiveAll, DeleteTask and DeleteAll take it.
+//
+// A backend may refuse (ErrInvalidArgument) a workflow whose queues it
+// cannot change in one atomic step: on a Redis Cluster, queues in
+// different hash slots. So the tests that span queues use queues whose
+// names share a Redis Cluster hash slot (sameSlot).
 
 // node describes one task of a test workflow.
 type node struct {
@@ -428,10 +433,11 @@ func testWorkflowValidation(e *env) {
 }
 
 func testWorkflowAllOrNothing(e *env) {
-	taken := e.newMsg("other")
+	other := sameSlot("default")
+	taken := e.newMsg(other)
 	taken.ID = "n.b"
 	e.enqueue(taken)
-	w := e.workflow("n", node{id: "a"}, node{id: "b", queue: "other"}, node{id: "c", deps: []string{"a", "b"}})
+	w := e.workflow("n", node{id: "a"}, node{id: "b", queue: other}, node{id: "c", deps: []string{"a", "b"}})
 	err := e.b.EnqueueWorkflow(e.ctx, w)
 	wantErrIs(e, "EnqueueWorkflow with a taken task ID", err, base.ErrTaskIDConflict)
 	var we *base.WorkflowError
@@ -442,8 +448,8 @@ func testWorkflowAllOrNothing(e *env) {
 	e.wantGone("default", "n.c")
 	_, err = e.b.GetWorkflow(e.ctx, "n")
 	wantErrIs(e, "GetWorkflow after a refused enqueue", err, base.ErrWorkflowNotFound)
-	if qs := e.queues(); !slices.Equal(qs, []string{"other"}) {
-		e.Fatalf("Queues = %v, want [other]", qs)
+	if qs := e.queues(); !slices.Equal(qs, []string{other}) {
+		e.Fatalf("Queues = %v, want [%s]", qs, other)
 	}
 
 	lock := e.newMsg("default")
@@ -475,7 +481,8 @@ func testWorkflowIdempotent(e *env) {
 }
 
 func testWorkflowQueues(e *env) {
-	q1, q2 := uniqueQueue("wfa"), uniqueQueue("wfb")
+	q1 := uniqueQueue("wfa")
+	q2 := sameSlot(q1)
 	ch := e.subscribe()
 	e.enqueueWF(e.workflow("q", node{id: "a", queue: q1}, node{id: "b", queue: q2, deps: []string{"a"}},
 		node{id: "c", queue: q1, deps: []string{"b"}}))
@@ -730,4 +737,32 @@ func testWorkflowConcurrent(e *env) {
 	}
 	slices.Sort(want)
 	wantIDs(e, "released tasks", got, want)
+}
+
+// sameSlot returns a queue name other than q whose Redis Cluster hash
+// slot (the CRC16 of the name, the hash tag of the queue's keys) is q's.
+func sameSlot(q string) string {
+	want := crc16(q) % 16384
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("%s-%d", q, i)
+		if crc16(name)%16384 == want {
+			return name
+		}
+	}
+}
+
+// crc16 is the CRC-16/XMODEM of s, the checksum of Redis Cluster slots.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
 }
