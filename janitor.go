@@ -7,8 +7,9 @@ import (
 	"github.com/htqueue/htq/internal/broker"
 )
 
-// A janitor deletes completed tasks whose retention has run out, a batch
-// at a time.
+// A janitor deletes completed tasks whose retention has run out, and the
+// records of finished workflows whose retention has run out, a batch at a
+// time.
 type janitor struct {
 	b         broker.Broker
 	logger    *slog.Logger
@@ -26,6 +27,16 @@ func (j *janitor) exec(ctx context.Context) {
 			n, err := j.b.DeleteExpiredCompleted(ctx, q, j.batchSize)
 			if err != nil {
 				logCall(j.logger, "delete expired completed tasks", err, "queue", q)
+				break
+			}
+			if n < j.batchSize {
+				break
+			}
+		}
+		for ctx.Err() == nil {
+			n, err := j.b.DeleteExpiredWorkflows(ctx, q, j.batchSize)
+			if err != nil {
+				logCall(j.logger, "delete expired workflows", err, "queue", q)
 				break
 			}
 			if n < j.batchSize {
