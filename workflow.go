@@ -248,7 +248,7 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, w *Workflow) (*WorkflowInf
 	if w == nil {
 		return nil, fmt.Errorf("%w: nil workflow", ErrInvalidArgument)
 	}
-	bw, info, err := c.buildWorkflow(w)
+	bw, info, err := c.buildWorkflow(w, c.now())
 	if err != nil {
 		return nil, fmt.Errorf("htq: enqueue workflow %s: %w", w.id, err)
 	}
@@ -267,14 +267,22 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, w *Workflow) (*WorkflowInf
 	return info, nil
 }
 
+// Validate checks the workflow as EnqueueWorkflow does before it writes
+// anything: every task's options, the graph (no cycle, no missing or
+// duplicate task), and returns the error EnqueueWorkflow would.
+func (w *Workflow) Validate() error {
+	_, _, err := (&Client{now: time.Now}).buildWorkflow(w, time.Now())
+	return err
+}
+
 // buildWorkflow checks w and builds what the storage stores and what
 // EnqueueWorkflow returns.
-func (c *Client) buildWorkflow(w *Workflow) (*base.Workflow, *WorkflowInfo, error) {
+func (c *Client) buildWorkflow(w *Workflow, now time.Time) (*base.Workflow, *WorkflowInfo, error) {
 	if w.err != nil {
 		return nil, nil, w.err
 	}
 	bw := &base.Workflow{ID: w.id, Retention: w.retention}
-	info := &WorkflowInfo{ID: w.id, State: WorkflowRunning, CreatedAt: c.now(), Retention: bw.KeepFor()}
+	info := &WorkflowInfo{ID: w.id, State: WorkflowRunning, CreatedAt: now, Retention: bw.KeepFor()}
 	for _, wt := range w.tasks {
 		o, err := composeOptions(wt.task.opts, wt.opts)
 		if err != nil {
