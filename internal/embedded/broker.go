@@ -300,7 +300,7 @@ func (b *Broker) load() error {
 		slices.SortFunc(ts, cmpTask)
 		tr.build(ts)
 	}
-	wfs, err := loadWorkflows(meta.wf)
+	wfs, err := loadWorkflows(meta.wf, meta.specs)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, b.store.file, err)
 	}

@@ -145,11 +145,11 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 	}
 	b.checkWorkflows(bad)
 	if b.store != nil && len(errs) == 0 {
-		recs, err := b.store.workflowRecords()
+		recs, specs, err := b.store.workflowRecords()
 		if err != nil {
 			return err
 		}
-		stored, err := loadWorkflows(recs)
+		stored, err := loadWorkflows(recs, specs)
 		if err != nil {
 			bad("workflow records: %v", err)
 		}

@@ -84,7 +84,7 @@ func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
 		}
 		// The small buckets first, each whole or not at all.
 		listed := make(map[string]bool)
-		for _, name := range [][]byte{bucketQueues, bucketStats, bucketKV, bucketClaims, bucketWorkflows} {
+		for _, name := range [][]byte{bucketQueues, bucketStats, bucketKV, bucketClaims, bucketWorkflows, bucketWorkflowSpecs} {
 			kv := make(map[string][]byte)
 			err := in.guard(func() error {
 				bk := tx.Bucket(name)
@@ -115,6 +115,8 @@ func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
 					b.claims[k] = v
 				case string(bucketWorkflows):
 					b.wf[k] = v
+				case string(bucketWorkflowSpecs):
+					b.wfSpecs[k] = v
 				}
 			}
 		}

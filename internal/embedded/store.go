@@ -26,6 +26,7 @@ type batch struct {
 	claims    map[string][]byte
 	kv        map[string][]byte
 	wf        map[string][]byte // workflow records (nil value = delete)
+	wfSpecs   map[string][]byte // workflow specs (nil value = delete)
 	stats     map[statKey]uint64
 	dropStats map[string]bool
 	done      *ticket
@@ -38,6 +39,7 @@ func newBatch() *batch {
 		claims:    make(map[string][]byte),
 		kv:        make(map[string][]byte),
 		wf:        make(map[string][]byte),
+		wfSpecs:   make(map[string][]byte),
 		stats:     make(map[statKey]uint64),
 		dropStats: make(map[string]bool),
 		done:      &ticket{done: make(chan struct{})},
@@ -45,7 +47,7 @@ func newBatch() *batch {
 }
 
 func (b *batch) empty() bool {
-	return len(b.tasks) == 0 && len(b.queues) == 0 && len(b.claims) == 0 && len(b.kv) == 0 && len(b.wf) == 0 &&
+	return len(b.tasks) == 0 && len(b.queues) == 0 && len(b.claims) == 0 && len(b.kv) == 0 && len(b.wf) == 0 && len(b.wfSpecs) == 0 &&
 		len(b.stats) == 0 && len(b.dropStats) == 0
 }
 
@@ -134,7 +136,7 @@ func (s *boltStore) migrate() error {
 			if have > schemaVersion {
 				return fmt.Errorf("htq: %s has schema version %d, written by a newer htq; this one reads up to %d", s.file, have, schemaVersion)
 			}
-			for _, name := range [][]byte{bucketTasks, bucketQueues, bucketStats, bucketClaims, bucketKV, bucketWorkflows} {
+			for _, name := range [][]byte{bucketTasks, bucketQueues, bucketStats, bucketClaims, bucketKV, bucketWorkflows, bucketWorkflowSpecs} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return err
 				}
@@ -167,6 +169,7 @@ type loaded struct {
 	claims map[string][]byte
 	kv     map[string][]byte
 	wf     map[string][]byte // the workflows bucket
+	specs  map[string][]byte // the wfspecs bucket
 }
 
 // load reads the queue entries, counters and claims, then calls tasks once
@@ -174,7 +177,7 @@ type loaded struct {
 // during the call (they are bbolt's memory map).
 func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error) (*loaded, error) {
 	out := &loaded{queues: make(map[string][]byte), stats: make(map[statKey]uint64), claims: make(map[string][]byte),
-		kv: make(map[string][]byte), wf: make(map[string][]byte)}
+		kv: make(map[string][]byte), wf: make(map[string][]byte), specs: make(map[string][]byte)}
 	err := s.guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			if meta := tx.Bucket(bucketMeta); meta != nil {
@@ -211,12 +214,14 @@ func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error) (*loade
 					return err
 				}
 			}
-			if wf := tx.Bucket(bucketWorkflows); wf != nil {
-				if err := wf.ForEach(func(k, v []byte) error {
-					out.wf[string(k)] = append([]byte(nil), v...)
-					return nil
-				}); err != nil {
-					return err
+			for name, into := range map[string]map[string][]byte{string(bucketWorkflows): out.wf, string(bucketWorkflowSpecs): out.specs} {
+				if bk := tx.Bucket([]byte(name)); bk != nil {
+					if err := bk.ForEach(func(k, v []byte) error {
+						into[string(k)] = append([]byte(nil), v...)
+						return nil
+					}); err != nil {
+						return err
+					}
 				}
 			}
 			if err := tx.Bucket(bucketQueues).ForEach(func(k, v []byte) error {
@@ -272,6 +277,9 @@ func (s *boltStore) commit(b *batch) error {
 				return err
 			}
 			if err := putAll(tx.Bucket(bucketWorkflows), b.wf); err != nil {
+				return err
+			}
+			if err := putAll(tx.Bucket(bucketWorkflowSpecs), b.wfSpecs); err != nil {
 				return err
 			}
 			stats := tx.Bucket(bucketStats)
@@ -330,19 +338,27 @@ func (s *boltStore) records() (map[uint64][]byte, error) {
 	return out, err
 }
 
-// workflowRecords returns every record of the workflows bucket (for
-// CheckInvariants).
-func (s *boltStore) workflowRecords() (map[string][]byte, error) {
-	out := make(map[string][]byte)
-	err := s.guard(func() error {
+// workflowRecords returns every record of the workflows and wfspecs
+// buckets (for CheckInvariants).
+func (s *boltStore) workflowRecords() (recs, specs map[string][]byte, err error) {
+	recs, specs = make(map[string][]byte), make(map[string][]byte)
+	err = s.guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketWorkflows).ForEach(func(k, v []byte) error {
-				out[string(k)] = append([]byte(nil), v...)
-				return nil
-			})
+			for _, b := range []struct {
+				name []byte
+				into map[string][]byte
+			}{{bucketWorkflows, recs}, {bucketWorkflowSpecs, specs}} {
+				if err := tx.Bucket(b.name).ForEach(func(k, v []byte) error {
+					b.into[string(k)] = append([]byte(nil), v...)
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 	})
-	return out, err
+	return recs, specs, err
 }
 
 func (s *boltStore) close() error { return s.db.Close() }

@@ -8,11 +8,10 @@ import (
 	"github.com/htqueue/htq/internal/base"
 )
 
-// The records of the workflows bucket (schema.go). A workflow ID holds no
-// control character, so 0x00 ends it.
+// The records of the workflows and wfspecs buckets (schema.go). A
+// workflow ID holds no control character, so 0x00 ends it.
 const (
 	wfRecordVersion = 1
-	wfKindSpec      = 's' // the workflow as enqueued
 	wfKindState     = 'f' // canceled flag, finish time
 	wfKindOutcome   = 'o' // + task ID: how the task finished
 )
@@ -45,7 +44,7 @@ func (b *Broker) putWorkflow(wf *workflow) {
 			e.uvarint(uint64(d.Policy))
 		}
 	}
-	b.buf.wf[wfKey(wf.id, wfKindSpec, "")] = e.b
+	b.buf.wfSpecs[wf.id] = e.b
 	b.work.Signal()
 }
 
@@ -87,7 +86,7 @@ func (b *Broker) dropWorkflow(wf *workflow) {
 	if b.store == nil {
 		return
 	}
-	b.buf.wf[wfKey(wf.id, wfKindSpec, "")] = nil
+	b.buf.wfSpecs[wf.id] = nil
 	b.buf.wf[wfKey(wf.id, wfKindState, "")] = nil
 	for _, wt := range wf.tasks {
 		b.buf.wf[wfKey(wf.id, wfKindOutcome, wt.id)] = nil
@@ -95,17 +94,13 @@ func (b *Broker) dropWorkflow(wf *workflow) {
 	b.work.Signal()
 }
 
-// loadWorkflows rebuilds the workflows from the records of the workflows
-// bucket: the specs first, then their states and outcomes; what has not
-// finished is counted again from the outcomes. The caller holds b.mu or
-// has the Broker to itself.
-func loadWorkflows(recs map[string][]byte) (map[string]*workflow, error) {
+// loadWorkflows rebuilds the workflows from their specs and the records of
+// the workflows bucket (states and outcomes); what has not finished is
+// counted again from the outcomes. The caller holds b.mu or has the
+// Broker to itself.
+func loadWorkflows(recs, specs map[string][]byte) (map[string]*workflow, error) {
 	out := make(map[string]*workflow)
-	for k, v := range recs {
-		id, rest, ok := strings.Cut(k, "\x00")
-		if !ok || rest != string(wfKindSpec) {
-			continue
-		}
+	for id, v := range specs {
 		wf, err := decodeWorkflow(id, v)
 		if err != nil {
 			return nil, fmt.Errorf("workflow %q: %w", id, err)
@@ -114,8 +109,8 @@ func loadWorkflows(recs map[string][]byte) (map[string]*workflow, error) {
 	}
 	for k, v := range recs {
 		id, rest, ok := strings.Cut(k, "\x00")
-		if !ok || rest == "" || rest[0] == wfKindSpec {
-			continue
+		if !ok || rest == "" {
+			return nil, fmt.Errorf("bad workflow record key %q", k)
 		}
 		wf := out[id]
 		if wf == nil {

@@ -1,0 +1,18 @@
+module github.com/htqueue/htq/bench/workflow
+
+go 1.26.0
+
+require (
+	github.com/htqueue/htq v0.0.0-00010101000000-000000000000
+	github.com/redis/rueidis v1.0.79
+)
+
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/jonboulle/clockwork v0.5.0 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
+	go.etcd.io/bbolt v1.5.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)
+
+replace github.com/htqueue/htq => ../..
