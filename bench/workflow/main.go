@@ -13,9 +13,13 @@
 //	chain  a1 → a2 → … → an: n-1 edges, every task waits for the one before
 //	fanin  n tasks without dependencies → one sink: n edges
 //
-// Each run of a scenario is followed by its baseline, the same number of
-// plain tasks enqueued in batches and processed by the same Server, so
-// that the storage work of the workflow itself shows as the difference.
+// Each run of a scenario is followed by its baseline on the same Server:
+// for the chain, the same chain made by hand (each handler enqueues the
+// next task, as one does without workflows); for the fan-in, as many plain
+// tasks enqueued in batches of 1,000 (no dependency is tracked at all), so
+// that the storage work of the dependencies shows as the difference. The
+// end of a run is the completion of its last task (kept with a retention,
+// and polled with GetTaskInfo once its handler has run).
 // A line reports the total time from the start of EnqueueWorkflow to the
 // workflow's success (wall_s), the enqueue alone (enqueue_s), and the
 // storage work per edge: on Redis every command Redis ran, scripts' inner
@@ -90,11 +94,27 @@ func run(ctx context.Context, c config) error {
 	}
 	defer m.close()
 
+	ins := htq.NewInspector(st)
+	client := htq.NewClient(st)
 	var done atomic.Int64
 	sinkDone := make(chan struct{}, 1)
 	var sink atomic.Value // task ID whose end ends the run
+	handChain := 0        // length of the hand-made chain
 	h := htq.HandlerFunc(func(ctx context.Context, t *htq.Task) error {
 		id, _ := htq.GetTaskID(ctx)
+		if t.Type() == "hand" {
+			// The hand-made chain: enqueue the next task.
+			i, _ := strconv.Atoi(string(t.Payload()))
+			if i+1 < handChain {
+				opts := []htq.Option{htq.Queue("wf"), htq.TaskID(fmt.Sprintf("%s-%d", strings.TrimSuffix(id, "-"+string(t.Payload())), i+1))}
+				if i+2 == handChain {
+					opts = append(opts, htq.Retention(time.Hour))
+				}
+				if _, err := client.EnqueueContext(ctx, htq.NewTask("hand", []byte(strconv.Itoa(i+1))), opts...); err != nil {
+					return err
+				}
+			}
+		}
 		if s, _ := sink.Load().(string); s == id {
 			sinkDone <- struct{}{}
 		}
@@ -107,8 +127,6 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	defer srv.Shutdown()
-	ins := htq.NewInspector(st)
-	client := htq.NewClient(st)
 
 	var wf *htq.Workflow
 	var tasks, edges int
@@ -124,6 +142,9 @@ func run(ctx context.Context, c config) error {
 			if i > 0 {
 				opts = append(opts, htq.DependsOn(fmt.Sprint("t", i-1)))
 			}
+			if i == tasks-1 {
+				opts = append(opts, htq.Retention(time.Hour))
+			}
 			wf.Add(fmt.Sprint("t", i), htq.NewTask("step", nil), opts...)
 		}
 		last = fmt.Sprint("t", tasks-1)
@@ -136,7 +157,7 @@ func run(ctx context.Context, c config) error {
 			deps[i] = fmt.Sprint("t", i)
 			wf.Add(deps[i], htq.NewTask("step", nil), htq.Queue("wf"))
 		}
-		wf.Add("sink", htq.NewTask("sink", nil), htq.Queue("wf"), htq.DependsOn(deps...))
+		wf.Add("sink", htq.NewTask("sink", nil), htq.Queue("wf"), htq.DependsOn(deps...), htq.Retention(time.Hour))
 		last = "sink"
 	default:
 		return fmt.Errorf("unknown scenario %q", c.scenario)
@@ -151,28 +172,16 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	enq := time.Since(start)
-	select {
-	case <-sinkDone:
-	case <-time.After(10 * time.Minute):
-		return fmt.Errorf("the last task did not run within 10 min (%d tasks done)", done.Load())
-	}
-	for {
-		wi, err := ins.GetWorkflow(id)
-		if err != nil {
-			return err
-		}
-		if wi.State == htq.WorkflowSucceeded {
-			break
-		}
-		if wi.State != htq.WorkflowRunning {
-			return fmt.Errorf("workflow ended %s", wi.State)
-		}
-		time.Sleep(time.Millisecond)
+	if err := waitCompleted(ins, sinkDone, id+"."+last, &done); err != nil {
+		return err
 	}
 	wall := time.Since(start)
 	f, err := m.end(ctx, edges)
 	if err != nil {
 		return err
+	}
+	if wi, err := ins.GetWorkflow(id); err != nil || wi.State != htq.WorkflowSucceeded {
+		return fmt.Errorf("workflow %s after its last task: %v %v", id, wi, err)
 	}
 	f["tasks"], f["edges"], f["conc"] = tasks, edges, c.conc
 	f["wall_s"] = round(wall.Seconds(), 4)
@@ -180,36 +189,40 @@ func run(ctx context.Context, c config) error {
 	f["tasks_per_s"] = round(float64(tasks)/wall.Seconds(), 1)
 	emit(c, "wf-"+c.scenario, m.kind, f)
 
-	// The baseline: as many plain tasks, enqueued in batches of 1,000.
-	base := done.Load()
+	// The baseline.
 	if err := m.start(ctx); err != nil {
 		return err
 	}
 	start = time.Now()
-	for i := 0; i < tasks; i += 1000 {
-		batch := make([]*htq.Task, 0, 1000)
-		for j := i; j < min(i+1000, tasks); j++ {
-			batch = append(batch, htq.NewTask("plain", nil))
-		}
-		if _, err := client.EnqueueBatch(ctx, batch, htq.Queue("wf")); err != nil {
+	var lastID string
+	if c.scenario == "chain" {
+		handChain = tasks
+		prefix := "hand-" + id
+		lastID = fmt.Sprintf("%s-%d", prefix, tasks-1)
+		sink.Store(lastID)
+		if _, err := client.EnqueueContext(ctx, htq.NewTask("hand", []byte("0")), htq.Queue("wf"), htq.TaskID(prefix+"-0")); err != nil {
 			return err
 		}
+	} else {
+		for i := 0; i < tasks; i += 1000 {
+			batch := make([]*htq.Task, 0, 1000)
+			for j := i; j < min(i+1000, tasks); j++ {
+				opts := []htq.Option{htq.TaskID(fmt.Sprintf("plain-%s-%d", id, j))}
+				if j == tasks-1 {
+					opts = append(opts, htq.Retention(time.Hour))
+				}
+				batch = append(batch, htq.NewTask("plain", nil, opts...))
+			}
+			if _, err := client.EnqueueBatch(ctx, batch, htq.Queue("wf")); err != nil {
+				return err
+			}
+		}
+		lastID = fmt.Sprintf("plain-%s-%d", id, tasks-1)
+		sink.Store(lastID)
 	}
 	enq = time.Since(start)
-	for done.Load() < base+int64(tasks) {
-		time.Sleep(time.Millisecond)
-	}
-	// The last handler returned; its completion is written by the acker
-	// within a few ms: wait for the queue to be empty.
-	for {
-		qi, err := ins.GetQueueInfo("wf")
-		if err != nil {
-			return err
-		}
-		if qi.Pending+qi.Active == 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
+	if err := waitCompleted(ins, sinkDone, lastID, &done); err != nil {
+		return err
 	}
 	wall = time.Since(start)
 	f, err = m.end(ctx, edges)
@@ -222,6 +235,26 @@ func run(ctx context.Context, c config) error {
 	f["tasks_per_s"] = round(float64(tasks)/wall.Seconds(), 1)
 	emit(c, "wf-"+c.scenario+"-baseline", m.kind, f)
 	return nil
+}
+
+// waitCompleted waits for the handler of task id to have run (sinkDone),
+// then for its completion to be stored.
+func waitCompleted(ins *htq.Inspector, sinkDone <-chan struct{}, id string, done *atomic.Int64) error {
+	select {
+	case <-sinkDone:
+	case <-time.After(10 * time.Minute):
+		return fmt.Errorf("task %s did not run within 10 min (%d tasks done)", id, done.Load())
+	}
+	for {
+		ti, err := ins.GetTaskInfo("wf", id)
+		if err != nil {
+			return err
+		}
+		if ti.State == htq.TaskStateCompleted {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // meter reads the storage's work over a window.
