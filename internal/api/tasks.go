@@ -360,6 +360,8 @@ func (h *handler) listTasks(w http.ResponseWriter, r *http.Request) {
 		infos, err = h.inspector.ListCompletedTasks(queue, opts...)
 	case base.StateAggregating:
 		infos, err = h.inspector.ListAggregatingTasks(queue, group, opts...)
+	case base.StateWaiting:
+		infos, err = h.inspector.ListWaitingTasks(queue, opts...)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

@@ -35,6 +35,19 @@ func TestWorkflowOverHTTP(t *testing.T) {
 			}
 			return got.Tasks[0]
 		}
+		var waiting taskList
+		e.must(http.StatusOK, "GET", "/v1/queues/wh/tasks?state=waiting", nil, &waiting)
+		var ids []string
+		for _, w := range waiting.Tasks {
+			if w.State != "waiting" || w.Workflow != "ship-9" {
+				t.Fatalf("waiting task %+v", w)
+			}
+			ids = append(ids, w.ID)
+		}
+		slices.Sort(ids) // enqueued in the same millisecond: in any order
+		if !slices.Equal(ids, []string{"ship-9.notify", "ship-9.pack"}) {
+			t.Fatalf("waiting tasks %v", ids)
+		}
 		pick := fetch()
 		if pick.Workflow == nil || pick.Workflow.ID != "ship-9" || pick.Workflow.Task != "pick" || len(pick.Workflow.Dependencies) != 0 {
 			t.Fatalf("fetched pick %+v", pick.Workflow)
