@@ -67,7 +67,7 @@ type workflowOption struct {
 	fn   func(*Workflow) error
 }
 
-func (o workflowOption) String() string                 { return o.desc }
+func (o workflowOption) String() string                  { return o.desc }
 func (o workflowOption) applyWorkflow(w *Workflow) error { return o.fn(w) }
 
 // WorkflowID gives the workflow this ID instead of a random one. A
