@@ -37,14 +37,7 @@ whole or not at all. A refused workflow's error names its tasks.`,
 					return err
 				}
 				return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {
-					wf, err := c.EnqueueWorkflow(ctx, body)
-					if err != nil {
-						return err
-					}
-					if r.json {
-						return printJSON(r.stdout, wf)
-					}
-					return printWorkflow(r.stdout, wf)
+					return r.showWorkflow(c.EnqueueWorkflow(ctx, body))
 				})
 			},
 		},
@@ -56,14 +49,7 @@ whole or not at all. A refused workflow's error names its tasks.`,
 			Args:    wantArgs("ID"),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return r.call(cmd, func(ctx context.Context, c *apiclient.Client) error {
-					wf, err := c.Workflow(ctx, args[0])
-					if err != nil {
-						return err
-					}
-					if r.json {
-						return printJSON(r.stdout, wf)
-					}
-					return printWorkflow(r.stdout, wf)
+					return r.showWorkflow(c.Workflow(ctx, args[0]))
 				})
 			},
 		},
@@ -104,6 +90,18 @@ func readWorkflowFile(path string, stdin io.Reader) (json.RawMessage, error) {
 		return nil, usagef("workflow enqueue: %s is not a JSON object: %v", path, err)
 	}
 	return json.RawMessage(data), nil
+}
+
+// showWorkflow prints what a workflow call answered: the workflow as
+// JSON (--json) or text, or the call's error.
+func (r *remote) showWorkflow(wf *apiclient.Workflow, err error) error {
+	if err != nil {
+		return err
+	}
+	if r.json {
+		return printJSON(r.stdout, wf)
+	}
+	return printWorkflow(r.stdout, wf)
 }
 
 // printWorkflow writes a workflow and a table of its tasks.
