@@ -151,3 +151,70 @@ func storageCheck(st *Storage) error {
 	}
 	return ic.CheckInvariants(context.Background())
 }
+
+// TestTwoWorkersReleaseOnce: two worker processes share fan-in workflows
+// (a1, a2 → b) on Redis, so that the last two dependencies of a b are
+// often finished by two servers at the same moment: every task runs
+// exactly once, b only after a1 and a2 succeeded.
+func TestTwoWorkersReleaseOnce(t *testing.T) {
+	url := redistest.URL(t)
+	st, err := Open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const n = 60
+	c := NewClient(st)
+	for i := range n {
+		wf := NewWorkflow(WorkflowID(fmt.Sprint("two", i)))
+		wf.Add("a1", NewTask("work", nil), Queue("wftwo"))
+		wf.Add("a2", NewTask("work", nil), Queue("wftwo"))
+		wf.Add("b", NewTask("work", nil), Queue("wftwo"), DependsOn("a1", "a2"))
+		if _, err := c.EnqueueWorkflow(t.Context(), wf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"-storage", url, "-queue", "wftwo", "-concurrency", "4", "-work", "5ms"}
+	w1, w2 := startWorker(t, args...), startWorker(t, args...)
+	doneB := func() int {
+		k := 0
+		for _, w := range []*worker{w1, w2} {
+			for _, id := range w.linesWith("done ") {
+				if strings.HasSuffix(id, ".b") {
+					k++
+				}
+			}
+		}
+		return k
+	}
+	waitFor(t, 60*time.Second, "every b done", func() bool { return doneB() >= n })
+	for _, w := range []*worker{w1, w2} {
+		if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		w.wait(t, 20*time.Second)
+	}
+	starts := map[string]int{}
+	byWorker := [2]int{}
+	for i, w := range []*worker{w1, w2} {
+		if bad := w.linesWith("baddeps "); len(bad) > 0 {
+			t.Fatalf("a task ran before its dependencies succeeded: %v", bad)
+		}
+		for _, id := range w.linesWith("start ") {
+			starts[id]++
+			byWorker[i]++
+		}
+	}
+	if len(starts) != 3*n {
+		t.Fatalf("%d tasks started, want %d", len(starts), 3*n)
+	}
+	for id, k := range starts {
+		if k != 1 {
+			t.Errorf("task %s started %d times", id, k)
+		}
+	}
+	t.Logf("tasks run by each worker: %v", byWorker)
+	if err := storageCheck(st); err != nil {
+		t.Fatal(err)
+	}
+}
