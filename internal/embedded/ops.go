@@ -328,6 +328,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		return errs
 	}
 	now := b.now()
+	var done []*task // workflow tasks, whose outcomes apply after the loop
 	for i, l := range leases {
 		q, t, err := b.held(l)
 		if err != nil {
@@ -337,7 +338,9 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		b.endLease(q, t, now)
 		q.releaseLock(t)
 		b.count(q, statProcessed, now)
-		b.finish(t, base.OutcomeSucceeded, "", t.result, now)
+		if t.msg.Workflow != "" {
+			done = append(done, t)
+		}
 		keep := t.msg.Retention
 		if t.watched {
 			// Its watcher reads the result after the EventDone.
@@ -355,6 +358,10 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		t.at = now.Add(keep) // end of retention
 		q.index(t)
 		b.putTask(t)
+	}
+	// After the completions are logged, as on Redis (complete.lua).
+	for _, t := range done {
+		b.finish(t, base.OutcomeSucceeded, "", t.result, now)
 	}
 	tk := b.durable()
 	b.mu.Unlock()

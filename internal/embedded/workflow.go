@@ -122,9 +122,10 @@ func (b *Broker) EnqueueWorkflow(ctx context.Context, w *base.Workflow) error {
 			t.state = base.StateWaiting
 			q.index(t)
 			b.putTask(t)
-			continue
+		} else {
+			b.startTask(q, t, wt.processAt, now)
 		}
-		b.startTask(q, t, wt.processAt, now)
+		b.logEvent(q.name, broker.LogEnqueued, t.msg.ID, t.state, "", now)
 	}
 	tk := b.durable()
 	b.mu.Unlock()
@@ -254,6 +255,7 @@ func (b *Broker) finishTask(wf *workflow, wt *wfTask, o base.Outcome, errMsg str
 					if q, t := b.liveTask(wf, s); t != nil && t.state == base.StateWaiting {
 						q.unindex(t)
 						b.startTask(q, t, s.processAt, now)
+						b.logEvent(q.name, broker.LogReleased, t.msg.ID, t.state, "", now)
 					}
 				}
 				continue
@@ -307,6 +309,7 @@ func (b *Broker) cancelTask(wf *workflow, wt *wfTask, msg string, now time.Time)
 	q.releaseLock(t)
 	q.index(t)
 	b.putTask(t)
+	b.logEvent(q.name, broker.LogCanceled, t.msg.ID, base.StateArchived, msg, now)
 	return true
 }
 

@@ -329,13 +329,18 @@ func (b *memBroker) makePending(q *memQueue, queue string, t *memTask) {
 	b.logEvent(queue, broker.LogRetried, t.msg.ID, base.StatePending, "")
 }
 
-// archiveTask moves t (not active) to archived.
+// archiveTask moves t (not active) to archived and logs it.
 func (b *memBroker) archiveTask(q *memQueue, t *memTask) {
+	b.toArchived(q, t)
+	b.logEvent(t.msg.Queue, broker.LogArchived, t.msg.ID, base.StateArchived, "")
+}
+
+// toArchived moves t (not active) to archived.
+func (b *memBroker) toArchived(q *memQueue, t *memTask) {
 	if t.state == base.StatePending {
 		q.removePending(t.msg.ID)
 	}
 	t.state, t.due, t.archivedAt = base.StateArchived, time.Time{}, b.clock.Now()
-	b.logEvent(t.msg.Queue, broker.LogArchived, t.msg.ID, base.StateArchived, "")
 }
 
 func (b *memBroker) RunTask(_ context.Context, queue, id string) error {

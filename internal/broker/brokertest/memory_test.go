@@ -298,6 +298,13 @@ func (b *memBroker) Complete(_ context.Context, ls []broker.LeaseRef) []error {
 	}
 	defer b.mu.Unlock()
 	now := b.clock.Now()
+	var done []*memTask
+	defer func() {
+		// After every completion of the call is logged.
+		for _, t := range done {
+			b.wfFinish(t, base.OutcomeSucceeded, "", t.result)
+		}
+	}()
 	for i, l := range ls {
 		q, t, err := b.held(l)
 		if err != nil {
@@ -307,7 +314,7 @@ func (b *memBroker) Complete(_ context.Context, ls []broker.LeaseRef) []error {
 		q.unlock(t)
 		q.count(now, false)
 		b.release(q, l.Queue, t)
-		b.wfFinish(t, base.OutcomeSucceeded, "", t.result)
+		done = append(done, t)
 		t.keep = t.msg.Retention
 		if t.watched {
 			b.publishEvent(broker.Event{Kind: broker.EventDone, Queue: l.Queue, TaskID: l.ID})

@@ -118,9 +118,10 @@ func (b *memBroker) EnqueueWorkflow(_ context.Context, w *base.Workflow) error {
 		}
 		if len(st.DependsOn) > 0 {
 			t.state = base.StateWaiting
-			continue
+		} else {
+			b.wfStart(q, t, st.ProcessAt)
 		}
-		b.wfStart(q, t, st.ProcessAt)
+		b.logEvent(st.Msg.Queue, broker.LogEnqueued, st.Msg.ID, t.state, "")
 	}
 	return nil
 }
@@ -172,6 +173,7 @@ func (b *memBroker) finishNode(w *memWorkflow, id string, o base.Outcome, errMsg
 			if s.remaining == 0 {
 				if q, t := b.wfLive(w, s); t != nil && t.state == base.StateWaiting {
 					b.wfStart(q, t, s.spec.ProcessAt)
+					b.logEvent(t.msg.Queue, broker.LogReleased, t.msg.ID, t.state, "")
 				}
 			}
 			continue
@@ -189,9 +191,10 @@ func (b *memBroker) wfCancelTask(w *memWorkflow, s *memWFTask, msg string) bool 
 	if t == nil || t.state == base.StateActive || t.state == base.StateArchived || t.state == base.StateCompleted {
 		return false
 	}
-	b.archiveTask(q, t)
+	b.toArchived(q, t)
 	t.msg.LastErr, t.msg.LastFailedAt = msg, b.clock.Now()
 	q.unlock(t)
+	b.logEvent(t.msg.Queue, broker.LogCanceled, t.msg.ID, base.StateArchived, msg)
 	return true
 }
 

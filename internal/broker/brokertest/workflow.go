@@ -170,7 +170,36 @@ func workflowTests() []testCase {
 		{"DependencyResultsNeedLease", testWorkflowDepsLease},
 		{"RecoveredTaskFails", testWorkflowRecovered},
 		{"ConcurrentLastDependencies", testWorkflowConcurrent},
+		{"EventsLogged", testWorkflowEvents},
 	}
+}
+
+// testWorkflowEvents: EnqueueWorkflow logs its tasks as enqueued, a
+// release is logged as released and a cancellation as canceled (with its
+// reason), each after the change that caused it.
+func testWorkflowEvents(e *env) {
+	e.enqueueWF(e.workflow("ev", node{id: "a"}, node{id: "b", deps: []string{"a"}}, node{id: "c", deps: []string{"b"}},
+		node{id: "r", run: []string{"b"}}))
+	e.complete(e.fetchID("default", "ev.a").Ref())
+	e.archive(e.fetchID("default", "ev.b").Ref(), "x")
+	if _, err := e.b.CancelWorkflow(e.ctx, "ev"); err != nil {
+		e.Fatal(err)
+	}
+	b := e.readLog("default", broker.CursorStart, 100)
+	e.wantLog("default", b.Events, []logged{
+		{broker.LogEnqueued, "ev.a", base.StatePending, "", Epoch},
+		{broker.LogEnqueued, "ev.b", base.StateWaiting, "", Epoch},
+		{broker.LogEnqueued, "ev.c", base.StateWaiting, "", Epoch},
+		{broker.LogEnqueued, "ev.r", base.StateWaiting, "", Epoch},
+		{broker.LogStarted, "ev.a", base.StateActive, "", Epoch},
+		{broker.LogSucceeded, "ev.a", 0, "", Epoch},
+		{broker.LogReleased, "ev.b", base.StatePending, "", Epoch},
+		{broker.LogStarted, "ev.b", base.StateActive, "", Epoch},
+		{broker.LogFailed, "ev.b", base.StateArchived, "x", Epoch},
+		{broker.LogCanceled, "ev.c", base.StateArchived, base.CanceledByDependency("b", base.OutcomeFailed), Epoch},
+		{broker.LogReleased, "ev.r", base.StatePending, "", Epoch},
+		{broker.LogCanceled, "ev.r", base.StateArchived, base.CanceledByWorkflow(), Epoch},
+	})
 }
 
 func testWorkflowChain(e *env) {
