@@ -243,14 +243,28 @@ func workflowTaskID(wf, id string) string {
 // different hash slots is refused (ErrInvalidArgument): keep a workflow
 // in one queue there. Like Enqueue it tries again while the storage
 // cannot be reached (ClientOptions.RetryFor); the same workflow found
-// stored is success.
-func (c *Client) EnqueueWorkflow(ctx context.Context, w *Workflow) (*WorkflowInfo, error) {
+// stored is success. Every task carries the trace context of ctx, as
+// Enqueue's does.
+func (c *Client) EnqueueWorkflow(ctx context.Context, w *Workflow) (_ *WorkflowInfo, err error) {
 	if w == nil {
 		return nil, fmt.Errorf("%w: nil workflow", ErrInvalidArgument)
 	}
 	bw, info, err := c.buildWorkflow(w, c.now())
 	if err != nil {
 		return nil, fmt.Errorf("htq: enqueue workflow %s: %w", w.id, err)
+	}
+	queue := bw.Tasks[0].Msg.Queue
+	for _, t := range bw.Tasks {
+		if t.Msg.Queue != queue {
+			queue = "" // several queues
+		}
+	}
+	ctx, span := c.tr.startEnqueue(ctx, queue, len(bw.Tasks))
+	defer func() { endSpan(span, err) }()
+	if h := c.tr.headers(ctx); h != nil {
+		for _, t := range bw.Tasks {
+			t.Msg.Headers = h
+		}
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()

@@ -9,6 +9,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // forEachStorage runs f on Redis and on the embedded store.
@@ -216,4 +221,35 @@ func TestCancelWorkflowStopsRunningTask(t *testing.T) {
 	if a := wi.Tasks[0]; a.Outcome != OutcomeFailed || !strings.Contains(a.LastErr, ErrTaskCanceled.Error()) {
 		t.Fatalf("canceled running task: %+v", a)
 	}
+}
+
+// TestWorkflowTraced: every task of a workflow continues the trace of the
+// context EnqueueWorkflow was called with.
+func TestWorkflowTraced(t *testing.T) {
+	forEachStorage(t, func(t *testing.T, st *Storage) {
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		prop := propagation.TraceContext{}
+		seen := make(chan trace.SpanContext, 2)
+		startServer(t, st, quietConfig(Config{TracerProvider: tp, Propagator: prop, Queues: map[string]int{"tr": 1}}),
+			HandlerFunc(func(ctx context.Context, task *Task) error {
+				seen <- trace.SpanContextFromContext(ctx)
+				return nil
+			}))
+		ctx, app := tp.Tracer("app").Start(context.Background(), "app")
+		wf := NewWorkflow()
+		wf.Add("a", NewTask("a", nil), Queue("tr"))
+		wf.Add("b", NewTask("b", nil), Queue("tr"), DependsOn("a"))
+		c := NewClientWithOptions(st, ClientOptions{TracerProvider: tp, Propagator: prop})
+		if _, err := c.EnqueueWorkflow(ctx, wf); err != nil {
+			t.Fatal(err)
+		}
+		app.End()
+		for range 2 {
+			if sc := recv(t, seen, 30*time.Second, "a traced task"); sc.TraceID() != app.SpanContext().TraceID() {
+				t.Fatalf("handler's trace %v, want the enqueuer's %v", sc.TraceID(), app.SpanContext().TraceID())
+			}
+		}
+	})
 }
