@@ -191,6 +191,17 @@ func (b *Broker) startTask(q *queue, t *task, at, now time.Time) {
 	b.readyIfFirst(q, before)
 }
 
+// renumber gives t, which is in no index, a new record number, so that
+// Fetch hands it out only once the batch that released it is on disk (it
+// waits for the record number's batch, see Broker.enqueueDurable): a
+// crash cannot undo a release after the released task started. The
+// caller holds b.mu.
+func (b *Broker) renumber(t *task) {
+	b.delTask(t)
+	t.seq = b.nextSeq
+	b.nextSeq++
+}
+
 // liveTask returns the task of wt and its queue, or nil when it no longer
 // exists. The caller holds b.mu.
 func (b *Broker) liveTask(wf *workflow, wt *wfTask) (*queue, *task) {
@@ -254,6 +265,7 @@ func (b *Broker) finishTask(wf *workflow, wt *wfTask, o base.Outcome, errMsg str
 				if s.remaining == 0 {
 					if q, t := b.liveTask(wf, s); t != nil && t.state == base.StateWaiting {
 						q.unindex(t)
+						b.renumber(t)
 						b.startTask(q, t, s.processAt, now)
 						b.logEvent(q.name, broker.LogReleased, t.msg.ID, t.state, "", now)
 					}
