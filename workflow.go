@@ -35,7 +35,8 @@ import (
 // rules.
 //
 // Each task's options are those of Enqueue (Queue, MaxRetry, Timeout,
-// ProcessIn, Retention, TaskID, Unique, …) but Group; ProcessAt and
+// ProcessIn, Retention, TaskID, Unique, …) but Group, Priority and Key,
+// which a workflow task cannot take (yet); ProcessAt and
 // ProcessIn of a task with dependencies delay it after they have
 // finished, if the time has not passed by then. Without TaskID a task's ID
 // is "<workflow ID>.<task ID>" (a digest of both when that is too long),

@@ -121,7 +121,8 @@ type WorkflowTask struct {
 	// refer to it.
 	ID string
 	// Msg is the task itself. Msg.Workflow and Msg.WorkflowTask name the
-	// workflow and ID; Msg.GroupKey must be empty.
+	// workflow and ID; Msg.GroupKey, Msg.Priority and Msg.Key must be
+	// empty.
 	Msg *TaskMessage
 	// ProcessAt, when after the storage clock's now at the moment the
 	// task becomes ready (at enqueue for a task without dependencies,

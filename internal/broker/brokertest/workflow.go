@@ -171,6 +171,8 @@ func workflowTests() []testCase {
 		{"RecoveredTaskFails", testWorkflowRecovered},
 		{"ConcurrentLastDependencies", testWorkflowConcurrent},
 		{"EventsLogged", testWorkflowEvents},
+		{"ReleasedAmongKeys", testWorkflowReleasedAmongKeys},
+		{"CanceledAmongKeys", testWorkflowCanceledAmongKeys},
 	}
 }
 
@@ -445,6 +447,12 @@ func testWorkflowValidation(e *env) {
 	w := e.workflow("v6", node{id: "a"})
 	w.Tasks[0].Msg.GroupKey = "g"
 	check("group", w, base.ErrInvalidArgument, "a")
+	w = e.workflow("v9", node{id: "a"}, node{id: "b"})
+	w.Tasks[1].Msg.Priority = 2
+	check("priority", w, base.ErrInvalidArgument, "b")
+	w = e.workflow("v10", node{id: "a"})
+	w.Tasks[0].Msg.Key = "tenant"
+	check("fair-sharing key", w, base.ErrInvalidArgument, "a")
 	w = e.workflow("v7", node{id: "a"}, node{id: "b"})
 	w.Tasks[1].Msg.ID = w.Tasks[0].Msg.ID
 	check("same task ID", w, base.ErrDuplicateWorkflowTask, "a", "b")
@@ -794,4 +802,69 @@ func crc16(s string) uint16 {
 		}
 	}
 	return crc
+}
+
+// testWorkflowReleasedAmongKeys releases a workflow task (which has no
+// fair-sharing key) in a queue whose lane of a key holds tasks: it waits in
+// the lane without a key and takes its turn in the rotation, as a task
+// enqueued then would.
+func testWorkflowReleasedAmongKeys(e *env) {
+	keyed := e.addKeys("default", "t1", 6)
+	e.enqueueWF(e.workflow("fk", node{id: "a"}, node{id: "b", deps: []string{"a"}}))
+	var la *broker.Lease
+	fetched := map[string]bool{}
+	for range 3 {
+		l := e.fetchOne("default")
+		fetched[l.Msg.ID] = true
+		if l.Msg.ID == "fk.a" {
+			la = l
+			break
+		}
+	}
+	if la == nil {
+		e.Fatalf("fk.a was not among the first 3 tasks fetched (%v): the lane without a key lost its turn", fetched)
+	}
+	e.complete(la.Ref())
+	e.wantState("default", "fk.b", base.StatePending)
+	rest := e.fetchEach("default")
+	i := slices.Index(rest, "fk.b")
+	if i < 0 || i > 1 {
+		e.Fatalf("after the release, fetches gave %v: want fk.b among the first two, in its turn with key t1", rest)
+	}
+	for _, m := range keyed {
+		if !fetched[m.ID] && !slices.Contains(rest, m.ID) {
+			e.Fatalf("task %s of key t1 was never fetched (fetches: %v then %v)", m.ID, fetched, rest)
+		}
+	}
+}
+
+// testWorkflowCanceledAmongKeys cancels pending workflow tasks that wait in
+// the lane without a key while a key's lane holds tasks: the lane they
+// leave empty leaves the rotation (the invariants, checked right then,
+// say so), and the key's tasks are still served.
+func testWorkflowCanceledAmongKeys(e *env) {
+	keyed := e.addKeys("default", "t1", 3)
+	e.enqueueWF(e.workflow("fc", node{id: "x"}, node{id: "y"}, node{id: "z", deps: []string{"x"}}))
+	first := e.fetchOne("default") // the rotation now holds both lanes
+	n, err := e.b.CancelWorkflow(e.ctx, "fc")
+	wantNoErr(e, "CancelWorkflow", err)
+	want := 3
+	if first.Msg.Workflow != "" {
+		want = 2 // x is running: y and z are canceled
+	}
+	if n != want {
+		e.Fatalf("CancelWorkflow canceled %d tasks, want %d (first fetched: %s)", n, want, first.Msg.ID)
+	}
+	e.wantState("default", "fc.y", base.StateArchived)
+	e.checkInvariants() // now: a fetch would tidy the rotation up
+	rest := e.fetchEach("default")
+	var ids []string
+	for _, m := range keyed {
+		if m.ID != first.Msg.ID {
+			ids = append(ids, m.ID)
+		}
+	}
+	if !slices.Equal(rest, ids) {
+		e.Fatalf("fetches after the cancellation gave %v, want the key's tasks %v", rest, ids)
+	}
 }
