@@ -112,6 +112,23 @@ func TestWorkflowOnServer(t *testing.T) {
 	})
 }
 
+// The workflow options describe themselves as the calls that made them,
+// as every Option does.
+func TestWorkflowOptionString(t *testing.T) {
+	for _, tc := range []struct {
+		opt  Option
+		want string
+	}{
+		{DependsOn("a", "b"), `DependsOn(["a" "b"])`},
+		{OnDependencyFailure(RunAnyway), `OnDependencyFailure(run, [])`},
+		{OnDependencyFailure(CancelDependents, "a"), `OnDependencyFailure(cancel, ["a"])`},
+	} {
+		if got := tc.opt.String(); got != tc.want {
+			t.Errorf("String() = %s, want %s", got, tc.want)
+		}
+	}
+}
+
 // TestEnqueueWorkflowErrors: every refusal names the tasks at fault and
 // writes nothing.
 func TestEnqueueWorkflowErrors(t *testing.T) {
