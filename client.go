@@ -285,6 +285,18 @@ func (c *Client) prepare(task *Task, opts []Option) (broker.EnqueueParams, *Task
 	if err != nil {
 		return broker.EnqueueParams{}, nil, err
 	}
+	if o.inWorkflow() {
+		return broker.EnqueueParams{}, nil, fmt.Errorf("%w: DependsOn and OnDependencyFailure apply to the tasks of a workflow (Workflow.Add, Client.EnqueueWorkflow)", ErrInvalidArgument)
+	}
+	if o.taskID == "" {
+		o.taskID = newTaskID()
+	}
+	return c.build(task, o)
+}
+
+// build checks a task with its composed options (o.taskID set) and
+// builds the storage call and the TaskInfo that Enqueue returns.
+func (c *Client) build(task *Task, o taskOptions) (broker.EnqueueParams, *TaskInfo, error) {
 	now := c.now()
 	if !o.deadline.IsZero() && !o.deadline.After(now) {
 		return broker.EnqueueParams{}, nil, fmt.Errorf("%w: Deadline %v is in the past", ErrInvalidArgument, o.deadline.Format(time.RFC3339Nano))
@@ -293,12 +305,8 @@ func (c *Client) prepare(task *Task, opts []Option) (broker.EnqueueParams, *Task
 	if timeout == 0 && o.deadline.IsZero() {
 		timeout = DefaultTimeout
 	}
-	id := o.taskID
-	if id == "" {
-		id = newTaskID()
-	}
 	msg := &base.TaskMessage{
-		ID:        id,
+		ID:        o.taskID,
 		Type:      task.typename,
 		Payload:   task.payload,
 		Queue:     o.queue,

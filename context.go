@@ -10,6 +10,10 @@ type taskMetadata struct {
 	queue    string
 	retried  int
 	maxRetry int
+	// workflow and workflowTask name a workflow task's workflow; deps
+	// reads its dependencies' results (nil for other tasks).
+	workflow, workflowTask string
+	deps                   *depsLoader
 }
 
 func withTaskMetadata(ctx context.Context, md taskMetadata) context.Context {

@@ -53,6 +53,25 @@ var (
 	// caller may retry them again: the task keeps its ID, and finding it
 	// already stored with the same content is success.
 	ErrUnavailable = base.ErrUnavailable
+	// ErrWorkflowCycle is returned by EnqueueWorkflow when the
+	// dependencies form a cycle (the *WorkflowError names the tasks along
+	// it). It wraps ErrInvalidArgument.
+	ErrWorkflowCycle = base.ErrWorkflowCycle
+	// ErrDependencyNotFound is returned by EnqueueWorkflow when a task
+	// depends on an ID the workflow does not hold. It wraps
+	// ErrInvalidArgument.
+	ErrDependencyNotFound = base.ErrDependencyNotFound
+	// ErrDuplicateWorkflowTask is returned by EnqueueWorkflow when two
+	// tasks share an ID (or a task ID in one queue). It wraps
+	// ErrInvalidArgument.
+	ErrDuplicateWorkflowTask = base.ErrDuplicateWorkflowTask
+	// ErrWorkflowNotFound means no workflow has that ID (or its record was
+	// deleted after its retention).
+	ErrWorkflowNotFound = base.ErrWorkflowNotFound
+	// ErrWorkflowIDConflict is returned by EnqueueWorkflow when a workflow
+	// with its ID and other tasks or options is stored. The same workflow
+	// enqueued again is not an error.
+	ErrWorkflowIDConflict = base.ErrWorkflowIDConflict
 	// ErrServerClosed is returned by Start and Run on a Server that was
 	// already shut down.
 	ErrServerClosed = errors.New("htq: server closed")
@@ -66,6 +85,11 @@ var (
 	// renewing its lease (the worker crashed or was cut off).
 	ErrLeaseExpired = errors.New("htq: task lease expired")
 )
+
+// WorkflowError is the error of EnqueueWorkflow about some of its tasks:
+// Tasks names them (IDs within the workflow) and errors.Is finds its
+// sentinel (ErrWorkflowCycle, ErrDependencyNotFound, ErrTaskIDConflict, …).
+type WorkflowError = base.WorkflowError
 
 // SkipRetry, returned by a Handler (or wrapped in its error), archives the
 // task at once instead of retrying it.

@@ -16,8 +16,12 @@ type EventKind string
 // tells where the task went.
 const (
 	// EventEnqueued: a task was stored (pending, scheduled or
-	// aggregating), by a client or as a group's aggregated task.
+	// aggregating), by a client or as a group's aggregated task, or with
+	// its workflow (waiting too).
 	EventEnqueued EventKind = EventKind(broker.LogEnqueued)
+	// EventReleased: the dependencies of a workflow task finished; it may
+	// run (pending, or scheduled until its ProcessAt).
+	EventReleased EventKind = EventKind(broker.LogReleased)
 	// EventStarted: a worker fetched the task (active).
 	EventStarted EventKind = EventKind(broker.LogStarted)
 	// EventSucceeded: its handler succeeded (completed, or State 0 when
@@ -32,6 +36,10 @@ const (
 	EventRetried EventKind = EventKind(broker.LogRetried)
 	// EventArchived: someone archived the task by hand.
 	EventArchived EventKind = EventKind(broker.LogArchived)
+	// EventCanceled: the rules of the task's workflow canceled it (a
+	// dependency failed, was canceled or deleted), or its workflow was
+	// canceled; archived, with the reason as Error.
+	EventCanceled EventKind = EventKind(broker.LogCanceled)
 	// EventDeleted: someone deleted the task (State 0).
 	EventDeleted EventKind = EventKind(broker.LogDeleted)
 	// EventPaused and EventResumed: the queue was paused or resumed (no

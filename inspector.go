@@ -70,6 +70,8 @@ type QueueInfo struct {
 	Groups int
 	// The number of tasks in each state.
 	Pending, Active, Scheduled, Retry, Archived, Completed, Aggregating int
+	// Waiting is the number of workflow tasks waiting for dependencies.
+	Waiting int
 	// Processed and Failed count today's finished and failed attempts
 	// (UTC day); the totals count since the queue began.
 	Processed, Failed           int
@@ -110,13 +112,13 @@ func (i *Inspector) GetQueueInfo(queue string) (*QueueInfo, error) {
 	info := &QueueInfo{
 		Queue: st.Queue, MemoryUsage: st.MemoryBytes, Groups: st.Groups,
 		Pending: st.Pending, Active: st.Active, Scheduled: st.Scheduled, Retry: st.Retry,
-		Archived: st.Archived, Completed: st.Completed, Aggregating: st.Aggregating,
+		Archived: st.Archived, Completed: st.Completed, Aggregating: st.Aggregating, Waiting: st.Waiting,
 		Processed: int(st.Processed), Failed: int(st.Failed),
 		ProcessedTotal: int(st.ProcessedTotal), FailedTotal: int(st.FailedTotal),
 		Paused: st.Paused, Timestamp: st.Now,
 		Settings: QueueSettings(st.Settings),
 	}
-	info.Size = info.Pending + info.Active + info.Scheduled + info.Retry + info.Archived + info.Completed + info.Aggregating
+	info.Size = info.Pending + info.Active + info.Scheduled + info.Retry + info.Archived + info.Completed + info.Aggregating + info.Waiting
 	if !st.OldestPending.IsZero() {
 		info.Latency = max(st.Now.Sub(st.OldestPending), 0)
 	}
@@ -224,6 +226,12 @@ func (i *Inspector) ListCompletedTasks(queue string, opts ...ListOption) ([]*Tas
 // ListAggregatingTasks lists the aggregating tasks of a group, oldest first.
 func (i *Inspector) ListAggregatingTasks(queue, group string, opts ...ListOption) ([]*TaskInfo, error) {
 	return i.list(queue, base.StateAggregating, group, opts)
+}
+
+// ListWaitingTasks lists workflow tasks waiting for their dependencies,
+// oldest first.
+func (i *Inspector) ListWaitingTasks(queue string, opts ...ListOption) ([]*TaskInfo, error) {
+	return i.list(queue, base.StateWaiting, "", opts)
 }
 
 // GetTaskInfo returns a task's current state, or ErrTaskNotFound.
@@ -344,6 +352,19 @@ func (i *Inspector) ArchiveAllRetryTasks(queue string) (int, error) {
 // ArchiveAllAggregatingTasks archives every task of a group and returns how many.
 func (i *Inspector) ArchiveAllAggregatingTasks(queue, group string) (int, error) {
 	return i.bulk(bulkArchive, "archive", queue, base.StateAggregating, group)
+}
+
+// DeleteAllWaitingTasks deletes every waiting workflow task of the queue;
+// what depends on each is canceled or runs, by its workflow's rules.
+func (i *Inspector) DeleteAllWaitingTasks(queue string) (int, error) {
+	return i.bulk(bulkDelete, "delete", queue, base.StateWaiting, "")
+}
+
+// ArchiveAllWaitingTasks archives every waiting workflow task of the
+// queue; what depends on each is canceled or runs, by its workflow's
+// rules.
+func (i *Inspector) ArchiveAllWaitingTasks(queue string) (int, error) {
+	return i.bulk(bulkArchive, "archive", queue, base.StateWaiting, "")
 }
 
 // PauseQueue stops every server from fetching the queue; its tasks stay.

@@ -7,8 +7,9 @@ import (
 	"github.com/htqueue/htq/internal/broker"
 )
 
-// A janitor deletes completed tasks whose retention has run out, a batch
-// at a time.
+// A janitor deletes completed tasks whose retention has run out, and the
+// records of finished workflows whose retention has run out, a batch at a
+// time.
 type janitor struct {
 	b         broker.Broker
 	logger    *slog.Logger
@@ -22,15 +23,21 @@ func newJanitor(b broker.Broker, logger *slog.Logger, queues *queueSet, batchSiz
 
 func (j *janitor) exec(ctx context.Context) {
 	for _, q := range j.queues.names() {
-		for ctx.Err() == nil {
-			n, err := j.b.DeleteExpiredCompleted(ctx, q, j.batchSize)
-			if err != nil {
-				logCall(j.logger, "delete expired completed tasks", err, "queue", q)
-				break
-			}
-			if n < j.batchSize {
-				break
-			}
+		j.sweep(ctx, q, "delete expired completed tasks", j.b.DeleteExpiredCompleted)
+		j.sweep(ctx, q, "delete expired workflows", j.b.DeleteExpiredWorkflows)
+	}
+}
+
+// sweep calls del on queue q a batch at a time until a batch is not full.
+func (j *janitor) sweep(ctx context.Context, q, what string, del func(ctx context.Context, queue string, limit int) (int, error)) {
+	for ctx.Err() == nil {
+		n, err := del(ctx, q, j.batchSize)
+		if err != nil {
+			logCall(j.logger, what, err, "queue", q)
+			return
+		}
+		if n < j.batchSize {
+			return
 		}
 	}
 }

@@ -28,7 +28,14 @@ type taskOptions struct {
 	group     string
 	priority  int
 	key       string
+
+	// wf holds the options of a workflow task (workflow.go); nil when
+	// none was given.
+	wf *workflowOptions
 }
+
+// inWorkflow tells whether the options are those of a workflow task.
+func (o *taskOptions) inWorkflow() bool { return o.wf != nil }
 
 // Defaults applied when no option says otherwise.
 const (

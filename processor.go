@@ -353,14 +353,19 @@ func (p *processor) run(at *activeTask) {
 	now := p.clock.Now()
 	at.started.Store(now.UnixNano())
 
+	ref := l.Ref()
+	md := taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry}
+	if msg.Workflow != "" {
+		md.workflow, md.workflowTask = msg.Workflow, msg.WorkflowTask
+		md.deps = &depsLoader{b: p.broker, lease: ref}
+	}
 	ctx, span := p.tracing.startAttempt(at.ctx, msg)
-	ctx = withTaskMetadata(ctx, taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry})
+	ctx = withTaskMetadata(ctx, md)
 	if deadline, ok := taskDeadline(msg, now); ok {
 		var cancelDeadline context.CancelFunc
 		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
 		defer cancelDeadline()
 	}
-	ref := l.Ref()
 	task := &Task{typename: msg.Type, payload: msg.Payload,
 		w: &ResultWriter{ctx: context.WithoutCancel(ctx), b: p.broker, lease: ref}}
 	var err error

@@ -69,6 +69,9 @@ const (
 	TaskStateArchived    TaskState = TaskState(base.StateArchived)
 	TaskStateCompleted   TaskState = TaskState(base.StateCompleted)
 	TaskStateAggregating TaskState = TaskState(base.StateAggregating)
+	// TaskStateWaiting is a workflow task waiting for its dependencies
+	// (see Workflow).
+	TaskStateWaiting TaskState = TaskState(base.StateWaiting)
 )
 
 // String returns the state's name ("pending", …).
@@ -115,6 +118,10 @@ type TaskInfo struct {
 	CompletedAt time.Time
 	// Result is what the handler wrote with the task's ResultWriter.
 	Result []byte
+	// Workflow is the ID of the workflow the task belongs to, and
+	// WorkflowTask its ID within it (both empty for a task of no
+	// workflow).
+	Workflow, WorkflowTask string
 }
 
 func newTaskInfo(ti *base.TaskInfo, now time.Time) *TaskInfo {
@@ -138,6 +145,8 @@ func newTaskInfo(ti *base.TaskInfo, now time.Time) *TaskInfo {
 		Retention:     m.Retention,
 		CompletedAt:   ti.CompletedAt,
 		Result:        ti.Result,
+		Workflow:      m.Workflow,
+		WorkflowTask:  m.WorkflowTask,
 	}
 	if ti.State == base.StateActive && !ti.LeaseDeadline.IsZero() && ti.LeaseDeadline.Before(now) {
 		info.IsOrphaned = true

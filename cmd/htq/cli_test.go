@@ -489,3 +489,56 @@ func TestCLIVersionTagged(t *testing.T) {
 		t.Errorf("--version of a tagged build = %q, %v; want %q…", out, err, want)
 	}
 }
+
+// The workflow commands against a real htq serve: enqueue from a file and
+// from stdin, get, cancel, and the exit codes of a refused workflow and of
+// an unknown one.
+func TestCLIWorkflow(t *testing.T) {
+	backends(t, func(t *testing.T, broker string) {
+		p := startBinary(t, broker, "--token", binToken, "--signing-secrets", binSecret)
+		cli := newCLI(t, "HTQ_SERVER="+p.base, "HTQ_TOKEN="+binToken)
+		file := filepath.Join(cli.dir, "order.json")
+		if err := os.WriteFile(file, []byte(`{"id":"order-42","tasks":[{"id":"charge","queue":"shop","type":"charge"},
+			{"id":"mail","queue":"shop","type":"mail","depends_on":["charge"],"on_dependency_failure":"run"}]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out := cli.ok("workflow", "enqueue", file)
+		for _, want := range []string{"workflow order-42: running", "charge  shop   order-42.charge  pending", "mail    shop   order-42.mail    waiting", "charge (run)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("workflow enqueue printed %q, not %q", out, want)
+			}
+		}
+		var wf struct {
+			State string `json:"state"`
+			Tasks []struct {
+				State   string `json:"state"`
+				Outcome string `json:"outcome"`
+			} `json:"tasks"`
+		}
+		cli.okJSON(&wf, "workflow", "get", "order-42")
+		if wf.State != "running" || len(wf.Tasks) != 2 || wf.Tasks[1].State != "waiting" {
+			t.Errorf("workflow get: %+v", wf)
+		}
+		if out := cli.ok("workflow", "cancel", "order-42"); out != "workflow order-42 canceled: 2 tasks archived\n" {
+			t.Errorf("workflow cancel: %q", out)
+		}
+		cli.okJSON(&wf, "workflow", "get", "order-42")
+		if wf.State != "canceled" || wf.Tasks[0].Outcome != "canceled" {
+			t.Errorf("workflow get after cancel: %+v", wf)
+		}
+		if r := cli.run(`{"tasks":[{"id":"a","queue":"shop","type":"a"}]}`, "workflow", "enqueue", "-", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"state": "pending"`) {
+			t.Errorf("workflow enqueue -: %+v", r)
+		}
+		cycle := filepath.Join(cli.dir, "cycle.json")
+		if err := os.WriteFile(cycle, []byte(`{"tasks":[{"id":"a","queue":"shop","type":"t","depends_on":["b"]},{"id":"b","queue":"shop","type":"t","depends_on":["a"]}]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cli.fails(exitUsage, []string{"cycle", `"a" → "b" → "a"`}, "workflow", "enqueue", cycle)
+		cli.fails(exitNotFound, []string{"workflow not found"}, "workflow", "get", "nope")
+		cli.fails(exitUsage, []string{"no such file"}, "workflow", "enqueue", file+".missing")
+		if err := os.WriteFile(cycle, []byte(`[1]`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cli.fails(exitUsage, []string{"not a JSON object"}, "workflow", "enqueue", cycle)
+	})
+}

@@ -19,7 +19,7 @@ const (
 	exitError       = 1 // anything below does not name: the service failed, a bug
 	exitUsage       = 2 // bad command, flag, argument or configuration; input the service refused
 	exitAuth        = 3 // the service refused the token
-	exitNotFound    = 4 // no such queue, task or schedule
+	exitNotFound    = 4 // no such queue, task, workflow or schedule
 	exitConflict    = 5 // the task's or queue's state does not allow it (wrong state, not empty, exists, duplicate)
 	exitUnavailable = 6 // the service or its storage did not answer; the data directory is in use
 )
@@ -36,10 +36,12 @@ var exitCodes = []struct {
 	{apiclient.ErrUnauthorized, exitAuth},
 	{htq.ErrQueueNotFound, exitNotFound},
 	{htq.ErrTaskNotFound, exitNotFound},
+	{htq.ErrWorkflowNotFound, exitNotFound},
 	{base.ErrNotFound, exitNotFound},
 	{htq.ErrWrongState, exitConflict},
 	{htq.ErrDuplicateTask, exitConflict},
 	{htq.ErrTaskIDConflict, exitConflict},
+	{htq.ErrWorkflowIDConflict, exitConflict},
 	{base.ErrQueueNotEmpty, exitConflict},
 	{model.ErrModeMismatch, exitConflict},
 	{model.ErrQueueExists, exitConflict},

@@ -37,7 +37,7 @@ type remote struct {
 // addRemoteCommands adds every command that talks to a running service.
 func addRemoteCommands(root *cobra.Command, a *app) {
 	for _, newCmd := range []func(*remote) *cobra.Command{
-		newQueueCmd, newTaskCmd, newEnqueueCmd, newScheduleCmd, newServersCmd, newGroupCmd, newStatsCmd, newEventsCmd, newTokenCmd,
+		newQueueCmd, newTaskCmd, newEnqueueCmd, newWorkflowCmd, newScheduleCmd, newServersCmd, newGroupCmd, newStatsCmd, newEventsCmd, newTokenCmd,
 	} {
 		r := &remote{app: a}
 		cmd := newCmd(r)

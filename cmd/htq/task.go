@@ -213,6 +213,9 @@ func printTask(w io.Writer, task *apiclient.Task) error {
 		t.row("priority", strconv.Itoa(task.Priority))
 	}
 	opt("key", task.Key)
+	if task.Workflow != "" {
+		t.row("workflow", task.Workflow+" (task "+task.WorkflowTask+")")
+	}
 	if task.IsOrphaned {
 		t.row("orphaned", "yes: its worker stopped renewing the lease; it will be recovered")
 	}

@@ -164,6 +164,7 @@ type store interface {
 	WriteServerState(ctx context.Context, info *base.ServerInfo, ttl time.Duration) error
 	ReadEvents(ctx context.Context, p broker.ReadEventsParams) (*broker.EventBatch, error)
 	Queues(ctx context.Context) ([]string, error)
+	DependencyResults(ctx context.Context, l broker.LeaseRef) ([]base.DependencyResult, error)
 }
 
 type handler struct {
@@ -357,6 +358,10 @@ func (h *handler) routes(reg *prometheus.Registry) *http.ServeMux {
 	v1("POST /v1/queues/{queue}/tasks/{id}/run", h.runTask)
 	v1("POST /v1/queues/{queue}/tasks/{id}/archive", h.archiveTask)
 	v1("POST /v1/queues/{queue}/tasks/{id}/cancel", h.cancelTask)
+
+	v1("POST /v1/workflows", h.enqueueWorkflow)
+	v1("GET /v1/workflows/{id}", h.getWorkflow)
+	v1("POST /v1/workflows/{id}/cancel", h.cancelWorkflow)
 
 	v1("POST /v1/fetch", h.fetch)
 	v1("POST /v1/queues/{queue}/tasks/{id}/ack", h.ack)

@@ -17,6 +17,8 @@ const (
 	codeInvalidArgument   = "invalid_argument"
 	codeUnauthorized      = "unauthorized"
 	codeTaskNotFound      = "task_not_found"
+	codeWorkflowNotFound  = "workflow_not_found"
+	codeWorkflowConflict  = "workflow_id_conflict"
 	codeQueueNotFound     = "queue_not_found"
 	codeNotFound          = "not_found"
 	codeMethodNotAllowed  = "method_not_allowed"
@@ -58,6 +60,8 @@ var errorTable = []struct {
 	{model.ErrTargetNotAllowed, http.StatusUnprocessableEntity, codeTargetNotAllowed},
 	{base.ErrInvalidArgument, http.StatusBadRequest, codeInvalidArgument},
 	{base.ErrTaskNotFound, http.StatusNotFound, codeTaskNotFound},
+	{base.ErrWorkflowNotFound, http.StatusNotFound, codeWorkflowNotFound},
+	{base.ErrWorkflowIDConflict, http.StatusConflict, codeWorkflowConflict},
 	{base.ErrQueueNotFound, http.StatusNotFound, codeQueueNotFound},
 	{base.ErrNotFound, http.StatusNotFound, codeNotFound},
 	{errNoRoute, http.StatusNotFound, codeNotFound},
@@ -106,6 +110,8 @@ type errorBody struct {
 type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Tasks names the workflow tasks at fault (POST /v1/workflows).
+	Tasks []string `json:"tasks,omitempty"`
 }
 
 // writeError answers with err mapped by statusOf. Server-side failures
@@ -121,7 +127,7 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	case http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", RetryAfter)
 	}
-	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: err.Error()}})
+	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: err.Error(), Tasks: errorTasks(err)}})
 }
 
 // itemError is the JSON of one failed item of a batch.

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/model"
@@ -147,9 +146,4 @@ func seconds(what string, s float64) (time.Duration, error) {
 // valid JSON in valid UTF-8, else nil with the bytes base64-encoded by the
 // caller. (json.Valid alone takes invalid UTF-8 inside strings, which
 // encoding/json would then copy into the answer as it is.)
-func rawJSON(data []byte) (json.RawMessage, bool) {
-	if len(data) == 0 || !utf8.Valid(data) || !json.Valid(data) {
-		return nil, false
-	}
-	return json.RawMessage(data), true
-}
+func rawJSON(data []byte) (json.RawMessage, bool) { return model.RawJSON(data) }

@@ -229,6 +229,28 @@ func testResponsesMatchOpenAPI(t *testing.T, backend string) {
 		v.call(ok, "GET", "/v1/schedules/"+bare.ID, nil, nil)
 		v.call(noContent, "DELETE", "/v1/schedules/"+s.ID, nil, nil)
 
+		// Workflows: a pull task whose dependency wrote a result, then a
+		// cancel; refusals.
+		v.call(created, "POST", "/v1/workflows", map[string]any{"id": "wf1", "retention": "1h", "tasks": []map[string]any{
+			{"id": "a", "queue": "wfq", "type": "step", "payload": map[string]int{"n": 1}},
+			{"id": "b", "queue": "wfq", "type": "step", "depends_on": []string{"a"}, "on_dependency_failure": "run", "options": map[string]any{"max_retry": 2}},
+			{"id": "c", "queue": "wfq", "type": "step", "depends_on": []string{"b"}},
+		}}, nil)
+		v.call(ok, "GET", "/v1/queues/wfq/tasks?state=waiting", nil, nil)
+		v.call(ok, "POST", "/v1/fetch", map[string]any{"queues": []string{"wfq"}}, &got)
+		v.call(noContent, "POST", "/v1/queues/wfq/tasks/"+got.Tasks[0].ID+"/ack", map[string]any{"token": got.Tasks[0].Token, "result": map[string]int{"x": 1}}, nil)
+		v.call(ok, "POST", "/v1/fetch", map[string]any{"queues": []string{"wfq"}}, &got)
+		if len(got.Tasks) != 1 || got.Tasks[0].Workflow == nil || len(got.Tasks[0].Workflow.Dependencies) != 1 {
+			t.Fatalf("fetched workflow task %+v", got.Tasks)
+		}
+		v.call(ok, "GET", "/v1/workflows/wf1", nil, nil)
+		v.call(ok, "GET", "/v1/queues/wfq/tasks/wf1.a", nil, nil)
+		v.call(ok, "POST", "/v1/workflows/wf1/cancel", nil, nil)
+		v.call(http.StatusBadRequest, "POST", "/v1/workflows", map[string]any{"tasks": []map[string]any{
+			{"id": "a", "queue": "wfq", "type": "t", "depends_on": []string{"b"}}, {"id": "b", "queue": "wfq", "type": "t", "depends_on": []string{"a"}}}}, nil)
+		v.call(http.StatusNotFound, "GET", "/v1/workflows/nope", nil, nil)
+		v.call(http.StatusConflict, "POST", "/v1/workflows", map[string]any{"id": "wf1", "tasks": []map[string]any{{"id": "x", "queue": "wfq", "type": "t"}}}, nil)
+
 		// Errors.
 		v.call(http.StatusBadRequest, "POST", "/v1/queues/jobs/tasks", `{"type":5}`, nil)
 		v.call(http.StatusNotFound, "GET", "/v1/queues/jobs/tasks/nope", nil, nil)
@@ -241,7 +263,8 @@ func testResponsesMatchOpenAPI(t *testing.T, backend string) {
 
 		for _, op := range []string{"createQueue", "listQueues", "getQueue", "updateQueue", "pauseQueue", "resumeQueue", "deleteQueue",
 			"enqueue", "enqueueBatch", "getTask", "listTasks", "deleteTask", "runTask", "archiveTask", "cancelTask",
-			"fetchTasks", "ackTask", "failTask", "heartbeatTask", "createSchedule", "listSchedules", "getSchedule", "deleteSchedule"} {
+			"fetchTasks", "ackTask", "failTask", "heartbeatTask", "createSchedule", "listSchedules", "getSchedule", "deleteSchedule",
+			"enqueueWorkflow", "getWorkflow", "cancelWorkflow"} {
 			if v.covered[op] == 0 {
 				t.Errorf("operation %s was not checked", op)
 			}

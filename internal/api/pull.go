@@ -57,6 +57,17 @@ type leasedTask struct {
 	// Headers is the context the enqueuer propagated (W3C traceparent and
 	// tracestate), for the worker's OpenTelemetry propagator.
 	Headers map[string]string `json:"headers,omitempty"`
+	// Workflow is set for a task of a workflow.
+	Workflow *leasedWorkflow `json:"workflow,omitempty"`
+}
+
+// leasedWorkflow is what a workflow task's fetch answer says of its
+// workflow: its ID, the task's ID within it, and its dependencies'
+// outcomes with their results.
+type leasedWorkflow struct {
+	ID           string                 `json:"id"`
+	Task         string                 `json:"task"`
+	Dependencies []model.DependencyView `json:"dependencies"`
 }
 
 type fetchResponse struct {
@@ -152,6 +163,11 @@ func (h *handler) fetch(w http.ResponseWriter, r *http.Request) {
 			}
 			for i, l := range leases {
 				t := newLeasedTask(l)
+				if err := h.addDependencies(ctx, &t, l); err != nil {
+					h.logger.Warn("fetch: read a workflow task's dependencies; it goes back to its queue", "queue", l.Msg.Queue, "id", l.Msg.ID, "err", err)
+					h.giveBack(ctx, leases[i:i+1])
+					continue
+				}
 				n := t.size()
 				if len(out.Tasks) > 0 && size+n > h.opts.MaxFetchBytes {
 					h.giveBack(ctx, leases[i:])
@@ -232,6 +248,26 @@ func newLeasedTask(l *broker.Lease) leasedTask {
 	return t
 }
 
+// addDependencies adds to t, when it is a workflow task, its workflow and
+// its dependencies' outcomes.
+func (h *handler) addDependencies(ctx context.Context, t *leasedTask, l *broker.Lease) error {
+	m := l.Msg
+	if m.Workflow == "" {
+		return nil
+	}
+	rs, err := h.b.DependencyResults(ctx, l.Ref())
+	if err != nil {
+		return err
+	}
+	deps := make([]*htq.DependencyResult, len(rs))
+	for i, r := range rs {
+		deps[i] = &htq.DependencyResult{ID: r.ID, Queue: r.Queue, TaskID: r.TaskID, OnFailure: htq.DependencyFailure(r.Policy),
+			Outcome: htq.Outcome(r.Outcome), LastErr: r.LastErr, Result: r.Result}
+	}
+	t.Workflow = &leasedWorkflow{ID: m.Workflow, Task: m.WorkflowTask, Dependencies: model.NewDependencyViews(deps)}
+	return nil
+}
+
 // size is about how many bytes t takes in a fetch's answer: its payload
 // as written, plus its other fields and their names.
 func (t *leasedTask) size() int64 {
@@ -239,6 +275,11 @@ func (t *leasedTask) size() int64 {
 	n := fields + len(t.ID) + len(t.Queue) + len(t.Type) + len(t.Payload) + len(t.PayloadBase64) + len(t.Token)
 	for k, v := range t.Headers {
 		n += len(k) + len(v) + 6
+	}
+	if t.Workflow != nil {
+		for _, d := range t.Workflow.Dependencies {
+			n += fields + len(d.Result) + 4*len(d.ResultBase64)/3 + len(d.LastError)
+		}
 	}
 	return int64(n)
 }

@@ -221,6 +221,8 @@ type taskJSON struct {
 	CompletedAt   *time.Time      `json:"completed_at,omitempty"`
 	Result        json.RawMessage `json:"result,omitempty"`
 	ResultBase64  string          `json:"result_base64,omitempty"`
+	Workflow      string          `json:"workflow,omitempty"`
+	WorkflowTask  string          `json:"workflow_task,omitempty"`
 }
 
 // payloadJSON is how a task's payload is shown: as JSON when it is valid
@@ -252,6 +254,7 @@ func newTaskJSON(info *htq.TaskInfo) *taskJSON {
 		Deadline: timePtr(info.Deadline), Group: info.Group, NextProcessAt: timePtr(info.NextProcessAt),
 		IsOrphaned: info.IsOrphaned, RetentionMS: info.Retention.Milliseconds(), CompletedAt: timePtr(info.CompletedAt),
 		Priority: info.Priority, Key: info.Key,
+		Workflow: info.Workflow, WorkflowTask: info.WorkflowTask,
 	}
 	payload := info.Payload
 	if info.Type == model.TypeURL {
@@ -357,6 +360,8 @@ func (h *handler) listTasks(w http.ResponseWriter, r *http.Request) {
 		infos, err = h.inspector.ListCompletedTasks(queue, opts...)
 	case base.StateAggregating:
 		infos, err = h.inspector.ListAggregatingTasks(queue, group, opts...)
+	case base.StateWaiting:
+		infos, err = h.inspector.ListWaitingTasks(queue, opts...)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

@@ -51,6 +51,10 @@ type TaskMessage struct {
 	// applies its per-key limits (QueueSettings.KeyConcurrency, KeyRate).
 	// A task has a Key or a Priority, not both.
 	Key string
+	// Workflow, when not empty, is the ID of the workflow the task belongs
+	// to, and WorkflowTask its ID within that workflow (workflow.go).
+	Workflow     string
+	WorkflowTask string
 
 	// LastErr is the error message of the last failed attempt.
 	LastErr string
@@ -107,6 +111,14 @@ func (m *TaskMessage) Validate() error {
 	}
 	if err := m.validateLane(); err != nil {
 		return err
+	}
+	if m.Workflow != "" || m.WorkflowTask != "" {
+		if err := ValidateWorkflowID(m.Workflow); err != nil {
+			return err
+		}
+		if err := ValidateTaskID(m.WorkflowTask); err != nil {
+			return fmt.Errorf("workflow task ID: %w", err)
+		}
 	}
 	return ValidateHeaders(m.Headers)
 }
@@ -182,9 +194,11 @@ func headerName(s string) bool {
 // fields a caller gives at Enqueue are equal (ID, Queue, Type, Payload —
 // a nil payload differs from an empty one, as both are stored —, MaxRetry,
 // Timeout, Deadline as an instant, UniqueKey, UniqueTTL when there is a
-// UniqueKey, Retention, GroupKey). The bookkeeping fields (Retried, LastErr, LastFailedAt),
-// the propagated Headers (a repeated enqueue may come from another trace)
-// and the due time of the call are not compared. A backend that finds a task
+// UniqueKey, Retention, GroupKey, Priority, Key, Workflow, WorkflowTask).
+// The bookkeeping
+// fields (Retried, LastErr, LastFailedAt), the propagated Headers (a
+// repeated enqueue may come from another trace) and the due time of the
+// call are not compared. A backend that finds a task
 // with o's ID stored treats an Enqueue of o as already done when this
 // holds, and as base.ErrTaskIDConflict otherwise.
 func (m *TaskMessage) SameEnqueue(o *TaskMessage) bool {
@@ -193,7 +207,8 @@ func (m *TaskMessage) SameEnqueue(o *TaskMessage) bool {
 		m.MaxRetry == o.MaxRetry && m.Timeout == o.Timeout && m.Deadline.Equal(o.Deadline) &&
 		m.UniqueKey == o.UniqueKey && (m.UniqueKey == "" || m.UniqueTTL == o.UniqueTTL) &&
 		m.Retention == o.Retention && m.GroupKey == o.GroupKey &&
-		m.Priority == o.Priority && m.Key == o.Key
+		m.Priority == o.Priority && m.Key == o.Key &&
+		m.Workflow == o.Workflow && m.WorkflowTask == o.WorkflowTask
 }
 
 // TaskInfo describes a task as stored, for Enqueue's answer and the

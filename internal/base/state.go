@@ -15,7 +15,11 @@ const (
 	StateArchived                         // failed for good, kept for inspection
 	StateCompleted                        // succeeded, kept for its retention
 	StateAggregating                      // waiting in a group for the aggregator
+	StateWaiting                          // a workflow task waiting for its dependencies
 )
+
+// MaxState is the highest TaskState value.
+const MaxState = StateWaiting
 
 var stateNames = [...]string{
 	StateActive:      "active",
@@ -25,6 +29,7 @@ var stateNames = [...]string{
 	StateArchived:    "archived",
 	StateCompleted:   "completed",
 	StateAggregating: "aggregating",
+	StateWaiting:     "waiting",
 }
 
 // String returns the lower-case name of the state ("pending", …).

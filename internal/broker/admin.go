@@ -22,21 +22,25 @@ type Admin interface {
 	// ListTasks returns one page of a queue's tasks in one state, in the
 	// state's natural order: pending oldest first, active by lease
 	// deadline, scheduled and retry by due time, archived newest first,
-	// completed by end of retention, aggregating (of p.Group) oldest first.
+	// completed by end of retention, aggregating (of p.Group) oldest first,
+	// waiting (workflow tasks waiting for dependencies) oldest first.
 	// A page costs O(log n + page size), never a scan of the queue.
 	ListTasks(ctx context.Context, p ListParams) ([]*base.TaskInfo, error)
 
 	// RunTask moves a scheduled, retry, archived or aggregating task to
-	// pending. Pending and active tasks fail with base.ErrWrongState.
+	// pending. Pending, active and waiting tasks fail with
+	// base.ErrWrongState.
 	RunTask(ctx context.Context, queue, id string) error
-	// ArchiveTask moves a pending, scheduled, retry or aggregating task to
-	// archived. Active tasks fail with base.ErrWrongState; an archived task
+	// ArchiveTask moves a pending, scheduled, retry, aggregating or waiting
+	// task to archived. Active tasks fail with base.ErrWrongState; an archived task
 	// is left as it is.
 	ArchiveTask(ctx context.Context, queue, id string) error
 	// DeleteAll, RunAll and ArchiveAll apply DeleteTask, RunTask or
 	// ArchiveTask to every task of the queue in state (and of group, for
 	// aggregating tasks), in batches each atomic, and report how many
-	// tasks they changed. Active tasks are refused with base.ErrWrongState.
+	// tasks they changed. Active tasks are refused with base.ErrWrongState,
+	// and so is RunAll of waiting tasks (RunTask refuses a waiting task:
+	// it starts when its dependencies have finished).
 	DeleteAll(ctx context.Context, queue string, state base.TaskState, group string) (int, error)
 	RunAll(ctx context.Context, queue string, state base.TaskState, group string) (int, error)
 	ArchiveAll(ctx context.Context, queue string, state base.TaskState, group string) (int, error)
@@ -107,9 +111,11 @@ type QueueStats struct {
 	Queue                                       string
 	Pending, Active, Scheduled, Retry, Archived int
 	Completed, Aggregating                      int
-	Groups                                      int
-	Processed, Failed                           int64 // today (UTC, storage clock)
-	ProcessedTotal, FailedTotal                 int64
+	// Waiting counts workflow tasks waiting for their dependencies.
+	Waiting                     int
+	Groups                      int
+	Processed, Failed           int64 // today (UTC, storage clock)
+	ProcessedTotal, FailedTotal int64
 	// OldestPending is when the oldest pending task became pending (zero
 	// when none is).
 	OldestPending time.Time

@@ -35,6 +35,7 @@ type Broker interface {
 	Admin
 	MetaStore
 	EventLog
+	Workflows
 
 	// Ping checks that the storage answers.
 	Ping(ctx context.Context) error
@@ -154,6 +155,8 @@ type EnqueueParams struct {
 	// ProcessAt, when after the storage clock's now, makes the task
 	// scheduled until then; otherwise (or when zero) the task is pending.
 	// A message with a GroupKey is aggregating whatever ProcessAt says.
+	// A message with Workflow set is refused (base.ErrInvalidArgument):
+	// workflow tasks are stored by EnqueueWorkflow.
 	ProcessAt time.Time
 }
 

@@ -34,6 +34,13 @@ import (
 //	deleted    DeleteTask and DeleteAll (by hand): 0
 //	paused     PauseQueue of a queue that was not paused (no task)
 //	resumed    UnpauseQueue of a paused queue (no task)
+//	released   a workflow task whose dependencies finished (see Workflows): pending or scheduled
+//	canceled   a workflow task canceled by its workflow's rules or CancelWorkflow: archived,
+//	           with the reason as Error
+//
+// EnqueueWorkflow logs its tasks as enqueued (pending, scheduled or
+// waiting). The changes a task's outcome makes to the tasks that depend on
+// it are logged in their own queues, after the change that caused them.
 //
 // A scheduled task becoming due, the janitor's deletions, archive trimming,
 // aggregation sets and DeleteQueue log nothing; DeleteQueue deletes the
@@ -60,10 +67,13 @@ const (
 	LogDeleted   LogKind = "deleted"
 	LogPaused    LogKind = "paused"
 	LogResumed   LogKind = "resumed"
+	LogReleased  LogKind = "released"
+	LogCanceled  LogKind = "canceled"
 )
 
 // LogKinds lists every kind, in the order of the lifecycle.
-var LogKinds = []LogKind{LogEnqueued, LogStarted, LogSucceeded, LogFailed, LogRetried, LogArchived, LogDeleted, LogPaused, LogResumed}
+var LogKinds = []LogKind{LogEnqueued, LogReleased, LogStarted, LogSucceeded, LogFailed, LogRetried, LogArchived, LogCanceled,
+	LogDeleted, LogPaused, LogResumed}
 
 // LogEvent is one entry of a queue's event log.
 type LogEvent struct {
@@ -79,7 +89,8 @@ type LogEvent struct {
 	State base.TaskState
 	// Time is when the change happened, on the storage clock.
 	Time time.Time
-	// Error is the failed attempt's error (failed only).
+	// Error is the failed attempt's error (failed), or why the task was
+	// canceled (canceled).
 	Error string
 }
 

@@ -44,6 +44,14 @@ const (
 	// HeaderCallbackOf is set on a callback's request only: the ID of the
 	// task whose outcome it reports (htq serve sets it).
 	HeaderCallbackOf = "Htq-Callback-Of"
+	// HeaderWorkflow and HeaderWorkflowTask carry, for a workflow task,
+	// its workflow's ID and its own ID within the workflow.
+	HeaderWorkflow     = "Htq-Workflow"
+	HeaderWorkflowTask = "Htq-Workflow-Task"
+	// HeaderDependencies carries a workflow task's dependencies' outcomes
+	// (JSON, docs/api.md). Like the other Htq headers it is not covered by
+	// the signature.
+	HeaderDependencies = "Htq-Dependencies"
 )
 
 // Defaults of Config.
@@ -210,6 +218,9 @@ type Request struct {
 	Body []byte
 	// Timeout bounds the whole exchange; 0 means Config.Timeout.
 	Timeout time.Duration
+	// Workflow, WorkflowTask and Dependencies, for a workflow task, are
+	// sent as Htq-Workflow, Htq-Workflow-Task and Htq-Dependencies.
+	Workflow, WorkflowTask, Dependencies string
 }
 
 // A Result is the target's answer.
@@ -311,6 +322,7 @@ var allowedMethods = map[string]bool{
 // reservedHeaders may not be set by a task: htq sets them, or HTTP does.
 var reservedHeaders = map[string]bool{
 	HeaderTaskID: true, HeaderQueue: true, HeaderRetryCount: true,
+	HeaderWorkflow: true, HeaderWorkflowTask: true, HeaderDependencies: true,
 	http.CanonicalHeaderKey(webhook.HeaderID):        true,
 	http.CanonicalHeaderKey(webhook.HeaderTimestamp): true,
 	http.CanonicalHeaderKey(webhook.HeaderSignature): true,
@@ -410,7 +422,8 @@ type redirectState struct{ reason string }
 // was read when the body failed midway). Pass the error to Policy.Classify.
 //
 // The request carries req's headers, Htq-Task-Id, Htq-Queue,
-// Htq-Retry-Count, a User-Agent, and the webhook-id (the task ID),
+// Htq-Retry-Count, a workflow task's Htq-Workflow, Htq-Workflow-Task and
+// Htq-Dependencies, a User-Agent, and the webhook-id (the task ID),
 // webhook-timestamp and webhook-signature headers. The whole exchange is
 // bounded by req.Timeout (or Config.Timeout) and by ctx.
 //
@@ -441,6 +454,11 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req Request) (res *Result, er
 	h.Set(HeaderTaskID, req.TaskID)
 	h.Set(HeaderQueue, req.Queue)
 	h.Set(HeaderRetryCount, strconv.Itoa(req.RetryCount))
+	if req.Workflow != "" {
+		h.Set(HeaderWorkflow, req.Workflow)
+		h.Set(HeaderWorkflowTask, req.WorkflowTask)
+		h.Set(HeaderDependencies, req.Dependencies)
+	}
 	if h.Get("User-Agent") == "" {
 		h.Set("User-Agent", d.cfg.UserAgent)
 	}

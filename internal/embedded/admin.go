@@ -63,6 +63,7 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 		Retry:     q.retry.Len(),
 		Archived:  q.archived.Len(),
 		Completed: q.completed.Len(),
+		Waiting:   q.waiting.Len(),
 		Groups:    len(q.groups),
 		Paused:    q.paused,
 		Settings:  q.settings,
@@ -124,7 +125,7 @@ func (b *Broker) ListTasks(ctx context.Context, p broker.ListParams) ([]*base.Ta
 		if err := base.ValidateGroupKey(p.Group); err != nil {
 			return nil, fmt.Errorf("list tasks: %w", err)
 		}
-	} else if p.State < base.StateActive || p.State > base.StateAggregating {
+	} else if p.State < base.StateActive || p.State > base.MaxState {
 		return nil, fmt.Errorf("%w: list tasks: state %v", base.ErrInvalidArgument, p.State)
 	}
 	if err := b.adminBegin(ctx, "list tasks", p.Queue); err != nil {
@@ -272,6 +273,7 @@ func (b *Broker) archiveTask(q *queue, t *task, now time.Time) error {
 	case t.state == base.StateArchived:
 		return nil
 	case t.state == base.StatePending || t.state == base.StateScheduled || t.state == base.StateRetry:
+	case t.state == base.StateWaiting:
 	case t.state == base.StateAggregating && t.set == nil:
 	default:
 		return fmt.Errorf("%w: task %q in queue %q is %v", base.ErrWrongState, t.msg.ID, q.name, stateName(t))
@@ -282,6 +284,7 @@ func (b *Broker) archiveTask(q *queue, t *task, now time.Time) error {
 	q.index(t)
 	b.putTask(t)
 	b.logEvent(q.name, broker.LogArchived, t.msg.ID, base.StateArchived, "", now)
+	b.finish(t, base.OutcomeFailed, t.msg.LastErr, nil, now)
 	b.trimArchived(q, now)
 	return nil
 }
@@ -297,13 +300,14 @@ func (b *Broker) deleteOne(q *queue, t *task, now time.Time) error {
 	q.unindex(t)
 	b.removeTask(q, t)
 	b.logEvent(q.name, broker.LogDeleted, t.msg.ID, 0, "", now)
+	b.finish(t, base.OutcomeDeleted, "", nil, now)
 	return nil
 }
 
 // RunAll moves every task of queue in state (of group, for aggregating
 // tasks) to pending and reports how many.
 func (b *Broker) RunAll(ctx context.Context, queue string, state base.TaskState, group string) (int, error) {
-	if state == base.StatePending || state == base.StateCompleted {
+	if state == base.StatePending || state == base.StateCompleted || state == base.StateWaiting {
 		return 0, fmt.Errorf("run all: %w: tasks in state %v cannot be run", base.ErrWrongState, state)
 	}
 	return b.bulk(ctx, "run all", queue, state, group, b.run)
@@ -331,7 +335,7 @@ func (b *Broker) bulk(ctx context.Context, op, name string, state base.TaskState
 		if err := base.ValidateGroupKey(group); err != nil {
 			return 0, fmt.Errorf("%s: %w", op, err)
 		}
-	case state < base.StateActive || state > base.StateAggregating:
+	case state < base.StateActive || state > base.MaxState:
 		return 0, fmt.Errorf("%w: %s: state %v", base.ErrInvalidArgument, op, state)
 	}
 	n := 0
@@ -348,6 +352,9 @@ func (b *Broker) bulk(ctx context.Context, op, name string, state base.TaskState
 		now := b.now()
 		batch := q.firstN(state, group, bulkBatch)
 		for _, t := range batch {
+			if t.state != state || q.tasks[t.msg.ID] != t {
+				continue // moved by the workflow rules of a task before it
+			}
 			if err := f(q, t, now); err != nil {
 				tk = b.durable()
 				b.mu.Unlock()

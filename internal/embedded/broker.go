@@ -62,6 +62,10 @@ type Broker struct {
 	claims     map[string]time.Time
 	// kv holds the MetaStore records.
 	kv map[string][]byte
+	// workflows holds every stored workflow by ID; doneWorkflows those
+	// whose tasks have all finished, by home queue (workflow.go).
+	workflows     map[string]*workflow
+	doneWorkflows map[string]map[string]*workflow
 
 	// logs holds each queue's event log (eventlog.go), of logSize events
 	// each (0: off); logMS and logN are the last event ID's numbers;
@@ -194,6 +198,8 @@ func newBroker(opts Options) *Broker {
 		logs:          make(map[string]*eventRing),
 		logSize:       max(opts.EventLogSize, 0),
 		logged:        make(chan struct{}),
+		workflows:     make(map[string]*workflow),
+		doneWorkflows: make(map[string]map[string]*workflow),
 		committerDone: make(chan struct{}),
 	}
 	b.work = sync.NewCond(&b.mu)
@@ -293,6 +299,20 @@ func (b *Broker) load() error {
 	for tr, ts := range inTree {
 		slices.SortFunc(ts, cmpTask)
 		tr.build(ts)
+	}
+	wfs, err := loadWorkflows(meta.wf, meta.specs)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, b.store.file, err)
+	}
+	b.workflows = wfs
+	b.doneWorkflows = make(map[string]map[string]*workflow)
+	for _, wf := range wfs {
+		if !wf.finished.IsZero() {
+			if b.doneWorkflows[wf.home] == nil {
+				b.doneWorkflows[wf.home] = make(map[string]*workflow)
+			}
+			b.doneWorkflows[wf.home][wf.id] = wf
+		}
 	}
 	b.queues = queues
 	b.nextSeq = maxSeq + 1

@@ -70,7 +70,7 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 				} else if q.groups[t.msg.GroupKey][id] != t {
 					bad("aggregating task %q missing from group %q", id, t.msg.GroupKey)
 				}
-			case base.StateActive, base.StateScheduled, base.StateRetry, base.StateArchived, base.StateCompleted:
+			case base.StateActive, base.StateScheduled, base.StateRetry, base.StateArchived, base.StateCompleted, base.StateWaiting:
 				if !q.treeOf(t.state).contains(t) {
 					bad("task %q in state %v missing from its index", id, t.state)
 				}
@@ -104,7 +104,7 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 			bad("pending list of %q: %v", name, err)
 		}
 		for state, tr := range map[base.TaskState]*taskTree{base.StateActive: q.active, base.StateScheduled: q.scheduled,
-			base.StateRetry: q.retry, base.StateArchived: q.archived, base.StateCompleted: q.completed} {
+			base.StateRetry: q.retry, base.StateArchived: q.archived, base.StateCompleted: q.completed, base.StateWaiting: q.waiting} {
 			if err := tr.check(func(t *task) {
 				seen++
 				if t.state != state || q.tasks[t.msg.ID] != t {
@@ -143,6 +143,26 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 		}
 		q.pending.checkKeys(name, q.tasks, bad)
 	}
+	b.checkWorkflows(bad)
+	if b.store != nil && len(errs) == 0 {
+		recs, specs, err := b.store.workflowRecords()
+		if err != nil {
+			return err
+		}
+		stored, err := loadWorkflows(recs, specs)
+		if err != nil {
+			bad("workflow records: %v", err)
+		}
+		for id, wf := range b.workflows {
+			if s := stored[id]; s == nil || !sameWorkflow(s, wf) {
+				bad("workflow %q differs in the file", id)
+			}
+			delete(stored, id)
+		}
+		for id := range stored {
+			bad("workflow %q is in the file but not in memory", id)
+		}
+	}
 	if b.store != nil && len(errs) == 0 {
 		recs, err := b.store.records()
 		if err != nil {
@@ -166,4 +186,56 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 		return fmt.Errorf("htq: embedded broker invariants broken: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// checkWorkflows checks that each workflow's counts agree with its
+// outcomes, that a task with unfinished dependencies is waiting, and that
+// a finished workflow is listed as such. The caller holds b.mu.
+func (b *Broker) checkWorkflows(bad func(string, ...any)) {
+	for id, wf := range b.workflows {
+		left := 0
+		for _, wt := range wf.tasks {
+			if wt.outcome != base.OutcomeNone {
+				continue
+			}
+			left++
+			remaining := 0
+			for _, d := range wt.deps {
+				if wf.byID[d.Task].outcome == base.OutcomeNone {
+					remaining++
+				}
+			}
+			if remaining != wt.remaining {
+				bad("workflow %q task %q counts %d dependencies left, its outcomes say %d", id, wt.id, wt.remaining, remaining)
+			}
+			if _, t := b.liveTask(wf, wt); t != nil && (remaining > 0) != (t.state == base.StateWaiting) && !wf.canceled {
+				bad("workflow %q task %q is %v with %d dependencies left", id, wt.id, t.state, remaining)
+			}
+		}
+		if left != wf.left || (left == 0) == wf.finished.IsZero() {
+			bad("workflow %q counts %d tasks left (finished %v), its outcomes say %d", id, wf.left, wf.finished, left)
+		}
+		if (b.doneWorkflows[wf.home][id] == wf) != (left == 0) {
+			bad("workflow %q with %d tasks left is listed as finished: %v", id, left, left != 0)
+		}
+	}
+}
+
+// sameWorkflow tells whether two workflows hold the same record: spec,
+// state and outcomes.
+func sameWorkflow(a, c *workflow) bool {
+	if a.id != c.id || a.home != c.home || a.digest != c.digest || !a.created.Equal(c.created) ||
+		a.retention != c.retention || a.canceled != c.canceled || !a.finished.Equal(c.finished) ||
+		a.left != c.left || len(a.tasks) != len(c.tasks) {
+		return false
+	}
+	for i, x := range a.tasks {
+		y := c.tasks[i]
+		if x.id != y.id || x.queue != y.queue || x.taskID != y.taskID || !x.processAt.Equal(y.processAt) ||
+			!slices.Equal(x.deps, y.deps) || (x.outcome == base.OutcomeNone && x.remaining != y.remaining) || x.outcome != y.outcome ||
+			x.err != y.err || !bytes.Equal(x.result, y.result) || !x.finished.Equal(y.finished) {
+			return false
+		}
+	}
+	return true
 }

@@ -102,6 +102,9 @@ func checkEnqueue(p broker.EnqueueParams) (*base.TaskMessage, error) {
 	if err := p.Msg.Validate(); err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
+	if err := base.RefuseWorkflowTask(p.Msg); err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
 	m := cloneMsg(p.Msg)
 	m.Deadline = normTime(m.Deadline)
 	m.LastFailedAt = normTime(m.LastFailedAt)
@@ -325,6 +328,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		return errs
 	}
 	now := b.now()
+	var done []*task // workflow tasks, whose outcomes apply after the loop
 	for i, l := range leases {
 		q, t, err := b.held(l)
 		if err != nil {
@@ -334,6 +338,9 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		b.endLease(q, t, now)
 		q.releaseLock(t)
 		b.count(q, statProcessed, now)
+		if t.msg.Workflow != "" {
+			done = append(done, t)
+		}
 		keep := t.msg.Retention
 		if t.watched {
 			// Its watcher reads the result after the EventDone.
@@ -351,6 +358,10 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		t.at = now.Add(keep) // end of retention
 		q.index(t)
 		b.putTask(t)
+	}
+	// After the completions are logged, as on Redis (complete.lua).
+	for _, t := range done {
+		b.finish(t, base.OutcomeSucceeded, "", t.result, now)
 	}
 	tk := b.durable()
 	b.mu.Unlock()
@@ -393,6 +404,13 @@ func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
 		b.mu.Unlock()
 		return fmt.Errorf("retry: %w", err)
 	}
+	if wf, _ := b.workflowOf(t); wf != nil && wf.canceled {
+		// A canceled workflow runs no attempt that had not started.
+		b.archiveHeld(q, t, p.ErrMsg, now)
+		tk := b.durable()
+		b.mu.Unlock()
+		return wait(ctx, tk)
+	}
 	b.endLease(q, t, now)
 	if p.IsFailure {
 		t.msg.Retried++
@@ -431,23 +449,30 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 		b.mu.Unlock()
 		return fmt.Errorf("archive: %w", err)
 	}
+	b.archiveHeld(q, t, p.ErrMsg, now)
+	tk := b.durable()
+	b.mu.Unlock()
+	return wait(ctx, tk)
+}
+
+// archiveHeld moves active task t to archived after its last failure.
+// The caller holds b.mu.
+func (b *Broker) archiveHeld(q *queue, t *task, errMsg string, now time.Time) {
 	b.endLease(q, t, now)
-	t.msg.LastErr = p.ErrMsg
+	t.msg.LastErr = errMsg
 	t.msg.LastFailedAt = now
 	t.state = base.StateArchived
 	t.at = now // archived
 	q.index(t)
 	b.putTask(t)
-	b.logEvent(q.name, broker.LogFailed, t.msg.ID, base.StateArchived, p.ErrMsg, now)
+	b.logEvent(q.name, broker.LogFailed, t.msg.ID, base.StateArchived, errMsg, now)
 	if t.watched {
 		b.emitDone(q, t)
 	}
 	b.count(q, statProcessed, now)
 	b.count(q, statFailed, now)
+	b.finish(t, base.OutcomeFailed, errMsg, nil, now)
 	b.trimArchived(q, now)
-	tk := b.durable()
-	b.mu.Unlock()
-	return wait(ctx, tk)
 }
 
 // trimArchived deletes the oldest archived tasks of q beyond maxArchived and
@@ -699,6 +724,7 @@ func (b *Broker) DeleteTask(ctx context.Context, queue, id string) error {
 	q.unindex(t)
 	b.removeTask(q, t)
 	b.logEvent(queue, broker.LogDeleted, id, 0, "", b.now())
+	b.finish(t, base.OutcomeDeleted, "", nil, b.now())
 	tk := b.durable()
 	b.mu.Unlock()
 	return wait(ctx, tk)

@@ -27,6 +27,8 @@ const recordVersion = 1
 //	            in increasing byte order
 //	tagPriority TaskMessage.Priority (1 to base.MaxPriority) as a uvarint
 //	tagKey      TaskMessage.Key (not empty) as a string
+//	tagWorkflow a workflow task's workflow ID (not empty) and its ID in
+//	            the workflow, as strings
 func encodeTask(t *task) []byte {
 	m := t.msg
 	n := 64 + len(m.ID) + len(m.Type) + len(m.Payload) + len(m.Queue) + len(m.UniqueKey) +
@@ -66,6 +68,11 @@ func encodeTask(t *task) []byte {
 		e.uvarint(tagKey)
 		e.str(m.Key)
 	}
+	if m.Workflow != "" {
+		e.uvarint(tagWorkflow)
+		e.str(m.Workflow)
+		e.str(m.WorkflowTask)
+	}
 	return e.b
 }
 
@@ -74,6 +81,7 @@ const (
 	tagHeaders  = 1
 	tagPriority = 2
 	tagKey      = 3
+	tagWorkflow = 4
 )
 
 // errBadRecord marks a record that cannot be decoded.
@@ -139,6 +147,12 @@ func decodeTask(seq uint64, b []byte, intern func([]byte) string) (*task, error)
 			if m.Key = d.str(); m.Key == "" {
 				d.fail("key")
 			}
+		case tag == tagWorkflow:
+			m.Workflow = d.str()
+			m.WorkflowTask = d.str()
+			if m.Workflow == "" {
+				d.fail("workflow ID") // written only with one
+			}
 		default:
 			d.fail(fmt.Sprintf("optional field (unknown tag %d)", tag))
 		}
@@ -150,7 +164,7 @@ func decodeTask(seq uint64, b []byte, intern func([]byte) string) (*task, error)
 	if len(d.b) != 0 {
 		return nil, fmt.Errorf("%w %d: %d bytes left over", errBadRecord, seq, len(d.b))
 	}
-	if t.state < base.StateActive || t.state > base.StateAggregating {
+	if t.state < base.StateActive || t.state > base.MaxState {
 		return nil, fmt.Errorf("%w %d: state %d", errBadRecord, seq, t.state)
 	}
 	if err := base.ValidateQueueName(m.Queue); err != nil {

@@ -22,13 +22,15 @@ type SalvageReport struct {
 	// tasks on them are lost.
 	DamagedRanges int
 	// Lost names the other buckets (queue settings, counters, meta records,
-	// scheduler claims) that could not be read and were not copied.
+	// scheduler claims, workflows) that could not be read and were not
+	// copied.
 	Lost []string
 }
 
 // Salvage is the way back from a data file Open refuses as corrupt: it
 // copies everything that can still be read from the data directory src
-// (tasks, queue settings, counters, meta records, scheduler claims) into the
+// (tasks, queue settings, counters, meta records, scheduler claims,
+// workflows) into the
 // new data directory dst (created; it must not hold a data file yet),
 // skipping damaged pages and records that do not decode. Then replace src
 // with dst. Tasks that were on damaged pages are lost. Neither directory may
@@ -82,7 +84,7 @@ func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
 		}
 		// The small buckets first, each whole or not at all.
 		listed := make(map[string]bool)
-		for _, name := range [][]byte{bucketQueues, bucketStats, bucketKV, bucketClaims} {
+		for _, name := range [][]byte{bucketQueues, bucketStats, bucketKV, bucketClaims, bucketWorkflows, bucketWorkflowSpecs} {
 			kv := make(map[string][]byte)
 			err := in.guard(func() error {
 				bk := tx.Bucket(name)
@@ -111,6 +113,10 @@ func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
 					b.kv[k] = v
 				case string(bucketClaims):
 					b.claims[k] = v
+				case string(bucketWorkflows):
+					b.wf[k] = v
+				case string(bucketWorkflowSpecs):
+					b.wfSpecs[k] = v
 				}
 			}
 		}

@@ -13,6 +13,14 @@ import "encoding/binary"
 //	stats   queue 0x00 kind 0x00 day (8 bytes, big endian) → count (8 bytes, big endian)
 //	        kind is 'p' (processed) or 'f' (failed); day is Unix ms / 86,400,000,
 //	        or allTime for the all-time counter.
+//	wfspecs    workflow ID → the workflow as enqueued (workflow_record.go)
+//	workflows  workflow ID 0x00 'f' → canceled flag and finish time
+//	        workflow ID 0x00 'o' task ID → how that workflow task finished
+//	        Which task belongs to a workflow is in its task record (version 2).
+//	        The specs have their own bucket: a spec can be large (a task
+//	        per line), and bbolt rewrites a whole leaf page, large values
+//	        included, for any change of a key on it; the outcomes written
+//	        at each completion would otherwise rewrite the spec each time.
 //
 // Task records carry every index a queue needs (state, order, due time,
 // lease), so the file has no index bucket that could disagree with them:
@@ -24,6 +32,10 @@ var (
 	bucketStats  = []byte("stats")
 	bucketClaims = []byte("claims")
 	bucketKV     = []byte("kv")
+	// bucketWorkflows and bucketWorkflowSpecs hold the workflow records
+	// (see above).
+	bucketWorkflows     = []byte("workflows")
+	bucketWorkflowSpecs = []byte("wfspecs")
 
 	keyVersion = []byte("version")
 )

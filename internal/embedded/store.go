@@ -25,6 +25,8 @@ type batch struct {
 	queues    map[string][]byte
 	claims    map[string][]byte
 	kv        map[string][]byte
+	wf        map[string][]byte // workflow records (nil value = delete)
+	wfSpecs   map[string][]byte // workflow specs (nil value = delete)
 	stats     map[statKey]uint64
 	dropStats map[string]bool
 	done      *ticket
@@ -36,6 +38,8 @@ func newBatch() *batch {
 		queues:    make(map[string][]byte),
 		claims:    make(map[string][]byte),
 		kv:        make(map[string][]byte),
+		wf:        make(map[string][]byte),
+		wfSpecs:   make(map[string][]byte),
 		stats:     make(map[statKey]uint64),
 		dropStats: make(map[string]bool),
 		done:      &ticket{done: make(chan struct{})},
@@ -43,7 +47,8 @@ func newBatch() *batch {
 }
 
 func (b *batch) empty() bool {
-	return len(b.tasks) == 0 && len(b.queues) == 0 && len(b.claims) == 0 && len(b.kv) == 0 && len(b.stats) == 0 && len(b.dropStats) == 0
+	return len(b.tasks) == 0 && len(b.queues) == 0 && len(b.claims) == 0 && len(b.kv) == 0 && len(b.wf) == 0 && len(b.wfSpecs) == 0 &&
+		len(b.stats) == 0 && len(b.dropStats) == 0
 }
 
 // ticket tells the operations of one batch how its commit went.
@@ -131,7 +136,7 @@ func (s *boltStore) migrate() error {
 			if have > schemaVersion {
 				return fmt.Errorf("htq: %s has schema version %d, written by a newer htq; this one reads up to %d", s.file, have, schemaVersion)
 			}
-			for _, name := range [][]byte{bucketTasks, bucketQueues, bucketStats, bucketClaims, bucketKV} {
+			for _, name := range [][]byte{bucketTasks, bucketQueues, bucketStats, bucketClaims, bucketKV, bucketWorkflows, bucketWorkflowSpecs} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return err
 				}
@@ -163,13 +168,16 @@ type loaded struct {
 	stats  map[statKey]uint64
 	claims map[string][]byte
 	kv     map[string][]byte
+	wf     map[string][]byte // the workflows bucket
+	specs  map[string][]byte // the wfspecs bucket
 }
 
 // load reads the queue entries, counters and claims, then calls tasks once
 // with every task record in sequence order. The record bytes are valid only
 // during the call (they are bbolt's memory map).
 func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error) (*loaded, error) {
-	out := &loaded{queues: make(map[string][]byte), stats: make(map[statKey]uint64), claims: make(map[string][]byte), kv: make(map[string][]byte)}
+	out := &loaded{queues: make(map[string][]byte), stats: make(map[statKey]uint64), claims: make(map[string][]byte),
+		kv: make(map[string][]byte), wf: make(map[string][]byte), specs: make(map[string][]byte)}
 	err := s.guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			if meta := tx.Bucket(bucketMeta); meta != nil {
@@ -204,6 +212,16 @@ func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error) (*loade
 					return nil
 				}); err != nil {
 					return err
+				}
+			}
+			for name, into := range map[string]map[string][]byte{string(bucketWorkflows): out.wf, string(bucketWorkflowSpecs): out.specs} {
+				if bk := tx.Bucket([]byte(name)); bk != nil {
+					if err := bk.ForEach(func(k, v []byte) error {
+						into[string(k)] = append([]byte(nil), v...)
+						return nil
+					}); err != nil {
+						return err
+					}
 				}
 			}
 			if err := tx.Bucket(bucketQueues).ForEach(func(k, v []byte) error {
@@ -256,6 +274,12 @@ func (s *boltStore) commit(b *batch) error {
 				return err
 			}
 			if err := putAll(tx.Bucket(bucketKV), b.kv); err != nil {
+				return err
+			}
+			if err := putAll(tx.Bucket(bucketWorkflows), b.wf); err != nil {
+				return err
+			}
+			if err := putAll(tx.Bucket(bucketWorkflowSpecs), b.wfSpecs); err != nil {
 				return err
 			}
 			stats := tx.Bucket(bucketStats)
@@ -312,6 +336,29 @@ func (s *boltStore) records() (map[uint64][]byte, error) {
 		})
 	})
 	return out, err
+}
+
+// workflowRecords returns every record of the workflows and wfspecs
+// buckets (for CheckInvariants).
+func (s *boltStore) workflowRecords() (recs, specs map[string][]byte, err error) {
+	recs, specs = make(map[string][]byte), make(map[string][]byte)
+	err = s.guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			for _, b := range []struct {
+				name []byte
+				into map[string][]byte
+			}{{bucketWorkflows, recs}, {bucketWorkflowSpecs, specs}} {
+				if err := tx.Bucket(b.name).ForEach(func(k, v []byte) error {
+					b.into[string(k)] = append([]byte(nil), v...)
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	return recs, specs, err
 }
 
 func (s *boltStore) close() error { return s.db.Close() }

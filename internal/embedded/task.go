@@ -29,7 +29,7 @@ type task struct {
 	// at is the one time that matters in the task's state, the key of its
 	// index: when it became pending, when it is due (scheduled, retry),
 	// its lease deadline (active), the end of its retention (completed),
-	// when it was archived, when it was enqueued (aggregating). One field
+	// when it was archived, when it was enqueued (aggregating, waiting). One field
 	// for all of them keeps a million tasks in less memory.
 	at time.Time
 	// token fences the lease of an active task: "<server ID>/<random>".
@@ -77,6 +77,7 @@ type queue struct {
 	retry     *taskTree // by due time
 	archived  *taskTree // by archive time
 	completed *taskTree // by end of retention
+	waiting   *taskTree // by enqueue time: workflow tasks waiting for dependencies
 	groups    map[string]map[string]*task
 	unique    map[string]*task // uniqueness key → task holding the lock
 }
@@ -91,6 +92,7 @@ func newQueue(name string, size int) *queue {
 		retry:     &taskTree{},
 		archived:  &taskTree{},
 		completed: &taskTree{},
+		waiting:   &taskTree{},
 		groups:    make(map[string]map[string]*task),
 		unique:    make(map[string]*task),
 		counters:  make(map[uint64]*[2]int64),
@@ -198,6 +200,8 @@ func (q *queue) treeOf(s base.TaskState) *taskTree {
 		return q.archived
 	case base.StateCompleted:
 		return q.completed
+	case base.StateWaiting:
+		return q.waiting
 	}
 	return nil
 }

@@ -40,6 +40,7 @@ type StatsView struct {
 	Archived       int       `json:"archived"`
 	Completed      int       `json:"completed"`
 	Aggregating    int       `json:"aggregating"`
+	Waiting        int       `json:"waiting"`
 	Groups         int       `json:"groups"`
 	Processed      int       `json:"processed"`
 	Failed         int       `json:"failed"`
@@ -68,6 +69,8 @@ func (s *StatsView) InState(state string) int {
 		return s.Completed
 	case "aggregating":
 		return s.Aggregating
+	case "waiting":
+		return s.Waiting
 	}
 	return 0
 }
@@ -85,7 +88,7 @@ func NewQueueView(q *Queue, info *htq.QueueInfo) *QueueView {
 		RateBurst: s.RateBurst, LeaseMS: s.LeaseDuration.Milliseconds(),
 		KeyMaxConcurrency: s.KeyMaxConcurrency, KeyRateLimit: s.KeyRateLimit, KeyRateBurst: s.KeyRateBurst}
 	out.Stats = StatsView{Size: info.Size, Pending: info.Pending, Active: info.Active, Scheduled: info.Scheduled,
-		Retry: info.Retry, Archived: info.Archived, Completed: info.Completed, Aggregating: info.Aggregating,
+		Retry: info.Retry, Archived: info.Archived, Completed: info.Completed, Aggregating: info.Aggregating, Waiting: info.Waiting,
 		Groups: info.Groups, Processed: info.Processed, Failed: info.Failed, ProcessedTotal: info.ProcessedTotal,
 		FailedTotal: info.FailedTotal, LatencyMS: info.Latency.Milliseconds(), MemoryBytes: info.MemoryUsage,
 		Timestamp: info.Timestamp.UTC()}

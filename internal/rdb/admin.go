@@ -95,7 +95,7 @@ func (b *Broker) taskInfoReply(op, queue, id string, r rueidis.RedisResult) (*ba
 		return nil, corruptError(queue, id)
 	}
 	st, err := vals[1].AsInt64()
-	if err != nil || st < int64(base.StateActive) || st > int64(base.StateAggregating) {
+	if err != nil || st < int64(base.StateActive) || st > int64(base.MaxState) {
 		return nil, corruptError(queue, id)
 	}
 	now, err := vals[8].AsInt64()
@@ -116,8 +116,8 @@ func (b *Broker) DeleteTask(ctx context.Context, queue, id string) error {
 	res, waitErr := b.runAcked(ctx, call{
 		s: scriptDelete,
 		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived, k.completed,
-			k.unique, k.group, k.groups, k.leases, k.events, k.settings},
-		args: []string{id, b.nowArg(), b.logLen},
+			k.unique, k.group, k.groups, k.leases, k.events, k.settings, k.waiting},
+		args: []string{id, b.nowArg(), b.logLen, channelEvents},
 	})
 	n, err := res.AsInt64()
 	if err != nil {
@@ -223,7 +223,7 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 		bad, err := b.run(ctx, call{
 			s: scriptInvariants,
 			keys: []string{k.task, k.pending, k.active, k.scheduled, k.retry,
-				k.archived, k.completed, k.groups, k.group, k.leases, ak.aggs, ak.agg, k.settings},
+				k.archived, k.completed, k.groups, k.group, k.leases, ak.aggs, ak.agg, k.settings, k.waiting},
 			args: []string{k.taskPattern},
 		}).AsStrSlice()
 		if err != nil {

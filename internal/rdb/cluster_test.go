@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -239,6 +240,26 @@ func TestCluster(t *testing.T) {
 	}
 	if err := b.CheckInvariants(ctx); err != nil {
 		t.Fatalf("invariants: %v", err)
+	}
+
+	// A workflow whose queues are in different slots is refused, naming
+	// a task of each; nothing is written.
+	wmsg := func(q, id string) *base.TaskMessage {
+		m := msg(q, "wf-"+id)
+		m.Workflow, m.WorkflowTask = "slots", id
+		return m
+	}
+	w := &base.Workflow{ID: "slots", Tasks: []*base.WorkflowTask{
+		{ID: "a", Msg: wmsg("alpha", "a")},
+		{ID: "b", Msg: wmsg("beta", "b"), DependsOn: []base.Dependency{{Task: "a"}}},
+	}}
+	err = b.EnqueueWorkflow(ctx, w)
+	var we *base.WorkflowError
+	if !errors.Is(err, base.ErrInvalidArgument) || !errors.As(err, &we) || !slices.Equal(we.Tasks, []string{"a", "b"}) {
+		t.Fatalf("EnqueueWorkflow across slots: %v, want an ErrInvalidArgument naming a and b", err)
+	}
+	if _, err := b.GetTaskInfo(ctx, "alpha", "wf-a"); !errors.Is(err, base.ErrTaskNotFound) {
+		t.Fatalf("task of the refused workflow: %v", err)
 	}
 }
 

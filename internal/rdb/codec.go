@@ -18,8 +18,10 @@ import (
 // change over the task's life (state, retries, last error, lease) have
 // their own hash fields, which the scripts read and write.
 //
-// Layout (version 1): version byte, flags byte, then
+// Layout: version byte (1, or 2 when the extension byte follows), flags
+// byte, then
 //
+//	[version 2]     extension flags byte (not zero)
 //	uvarint len + Type
 //	[flagPayload]   uvarint len + Payload
 //	uvarint MaxRetry
@@ -29,6 +31,7 @@ import (
 //	[flagRetention] varint Retention (ns)
 //	[flagGroup]     uvarint len + GroupKey
 //	[flagLane]      uvarint Priority, uvarint len + Key (not both zero)
+//	[extWorkflow]   uvarint len + Workflow, uvarint len + WorkflowTask
 //	[flagHeaders]   uvarint count (at least 1), then count times
 //	                uvarint len + name, uvarint len + value, names in
 //	                increasing byte order; then the length of all that
@@ -42,10 +45,23 @@ import (
 // A flag added later took a free bit and put its field where its bit's
 // order says; a message without it costs no byte and old messages decode
 // unchanged (flagHeaders took the top bit so that the bits below stayed
-// free for fields of the task itself). flagLane took the last free bit: a
-// field added later needs a new codec version (or a flag that announces
-// an extension byte).
-const codecVersion = 1
+// free for fields of the task itself). flagLane took the last free bit, so
+// the fields added after it are announced by the bits of an extension
+// flags byte, which follows the flags byte in messages of version 2; a
+// message without such a field is written as version 1, byte for byte as
+// before. The extension byte is where lib.lua's content keeps it: the
+// flags byte stays second.
+const (
+	codecVersion    = 1
+	codecVersionExt = 2 // version 1 with an extension flags byte
+)
+
+// The extension flags (version 2).
+const (
+	extWorkflow = 1 << iota // Workflow is set (WorkflowTask with it)
+
+	extKnown = extWorkflow
+)
 
 const (
 	flagPayload = 1 << iota // Payload is not nil (it may be empty)
@@ -93,7 +109,15 @@ func encodeMessage(dst []byte, m *base.TaskMessage) []byte {
 	if len(m.Headers) > 0 {
 		flags |= flagHeaders
 	}
-	dst = append(dst, codecVersion, flags)
+	var ext byte
+	if m.Workflow != "" {
+		ext |= extWorkflow
+	}
+	if ext != 0 {
+		dst = append(dst, codecVersionExt, flags, ext)
+	} else {
+		dst = append(dst, codecVersion, flags)
+	}
 	dst = appendString(dst, m.Type)
 	if flags&flagPayload != 0 {
 		dst = binary.AppendUvarint(dst, uint64(len(m.Payload)))
@@ -120,6 +144,10 @@ func encodeMessage(dst []byte, m *base.TaskMessage) []byte {
 	if flags&flagLane != 0 {
 		dst = binary.AppendUvarint(dst, uint64(m.Priority))
 		dst = appendString(dst, m.Key)
+	}
+	if ext&extWorkflow != 0 {
+		dst = appendString(dst, m.Workflow)
+		dst = appendString(dst, m.WorkflowTask)
 	}
 	if flags&flagHeaders != 0 {
 		dst = appendHeaders(dst, m.Headers)
@@ -158,17 +186,26 @@ func appendString(dst []byte, s string) []byte {
 // only what encodeMessage writes: encoding the message it fills gives
 // blob back byte for byte. So it refuses unknown flag bits, a flag whose
 // field holds the value the encoder leaves out (an empty unique or group
-// key, a zero timeout, retention or deadline, neither priority nor key),
+// key, a zero timeout, retention or deadline, neither priority nor key,
+// an empty workflow), an extension byte that is zero or has unknown bits,
 // a priority above base.MaxPriority, varints that are not in
 // their shortest form, a deadline's nanoseconds of a second or more, and a
 // count that does not fit an int.
 func decodeMessage(blob string, m *base.TaskMessage) error {
 	d := decoder{s: blob}
-	if len(blob) < 2 || blob[0] != codecVersion || blob[1]&^flagsKnown != 0 {
+	if len(blob) < 2 || blob[0] != codecVersion && blob[0] != codecVersionExt || blob[1]&^flagsKnown != 0 {
 		return errCorrupt
 	}
 	flags := blob[1]
 	d.i = 2
+	var ext byte
+	if blob[0] == codecVersionExt {
+		if len(blob) < 3 || blob[2] == 0 || blob[2]&^extKnown != 0 {
+			return errCorrupt
+		}
+		ext = blob[2]
+		d.i = 3
+	}
 	m.Type = d.str()
 	if flags&flagPayload != 0 {
 		m.Payload = []byte(d.str())
@@ -212,6 +249,11 @@ func decodeMessage(blob string, m *base.TaskMessage) error {
 		m.Key = d.str()
 		d.bad = d.bad || m.Priority == 0 && m.Key == ""
 	}
+	if ext&extWorkflow != 0 {
+		m.Workflow = d.str()
+		m.WorkflowTask = d.str()
+		d.bad = d.bad || m.Workflow == ""
+	}
 	if flags&flagHeaders != 0 {
 		m.Headers = d.headers()
 	}
@@ -225,6 +267,8 @@ func decodeMessage(blob string, m *base.TaskMessage) error {
 		m.UniqueKey = strings.Clone(m.UniqueKey)
 		m.GroupKey = strings.Clone(m.GroupKey)
 		m.Key = strings.Clone(m.Key)
+		m.Workflow = strings.Clone(m.Workflow)
+		m.WorkflowTask = strings.Clone(m.WorkflowTask)
 	}
 	return nil
 }

@@ -15,7 +15,8 @@ func sameMessage(t *testing.T, got, want *base.TaskMessage) {
 		got.MaxRetry != want.MaxRetry || got.Timeout != want.Timeout || !got.Deadline.Equal(want.Deadline) ||
 		got.UniqueKey != want.UniqueKey || got.UniqueTTL != want.UniqueTTL || got.Retention != want.Retention ||
 		got.GroupKey != want.GroupKey || !maps.Equal(got.Headers, want.Headers) || (got.Headers == nil) != (want.Headers == nil) ||
-		got.Priority != want.Priority || got.Key != want.Key {
+		got.Priority != want.Priority || got.Key != want.Key ||
+		got.Workflow != want.Workflow || got.WorkflowTask != want.WorkflowTask {
 		t.Errorf("decoded %+v, want %+v", got, want)
 	}
 }
@@ -35,6 +36,8 @@ func TestCodecRoundTrip(t *testing.T) {
 		{Type: "p", Priority: 9},
 		{Type: "k", Key: "tenant-1", Retention: time.Hour},
 		{Type: "both", Key: "k", Headers: map[string]string{"traceparent": "x"}},
+		{Type: "w", Workflow: "order-42", WorkflowTask: "resize"},
+		{Type: "w", GroupKey: "g", Workflow: "order-42", WorkflowTask: "resize", Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
 	}
 	for _, m := range msgs {
 		blob := string(encodeMessage(nil, m))
@@ -45,6 +48,15 @@ func TestCodecRoundTrip(t *testing.T) {
 		sameMessage(t, &got, m)
 		if s := encodeString(m); s != blob {
 			t.Errorf("encodeString differs from encodeMessage")
+		}
+		// Only a message with a field of the extension byte is written
+		// as version 2: the others keep the bytes of version 1.
+		want := byte(codecVersion)
+		if m.Workflow != "" {
+			want = codecVersionExt
+		}
+		if blob[0] != want {
+			t.Errorf("%+v encodes as version %d, want %d", m, blob[0], want)
 		}
 	}
 }
@@ -69,6 +81,11 @@ func TestCodecRejectsCorrupt(t *testing.T) {
 		"\x01\x80\x01t\x00\x01\x01a\x05xy\x00\x06",              // a value longer than the blob
 		"\x01\x80\x01t\x00\x01\x01a\x00\x00\x03",                // a headers length that is not theirs
 		"\x01\x80\x01t\x00\x01\x01a\x00",                        // no headers length
+		"\x02\x00",                                              // version 2 without its extension byte
+		"\x02\x00\x00\x01t\x00",                                 // an extension byte with no bit set
+		"\x02\x00\x02\x01t\x00\x00",                             // an unknown extension bit
+		"\x02\x00\x01\x01t\x00\x00\x01n",                        // the workflow bit with an empty workflow
+		"\x03\x00\x01t\x00",                                     // an unknown version
 	}
 	for _, s := range bad {
 		var m base.TaskMessage
@@ -87,6 +104,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add(string(encodeMessage(nil, &base.TaskMessage{Type: "u", Payload: []byte{}, MaxRetry: 3, Timeout: -time.Second,
 		UniqueKey: "k", UniqueTTL: time.Hour, Retention: time.Minute})))
 	f.Add("\x01\x3f")
+	f.Add(string(encodeMessage(nil, &base.TaskMessage{Type: "w", Workflow: "f", WorkflowTask: "a", Key: "k"})))
 	f.Add(string(encodeMessage(nil, &base.TaskMessage{Type: "h", Headers: map[string]string{"a": "1", "traceparent": "x"}})))
 	f.Fuzz(func(t *testing.T, s string) {
 		var m base.TaskMessage

@@ -286,6 +286,9 @@ func (b *Broker) enqueueCheck(m *base.TaskMessage, last *queueKeys) (*queueKeys,
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("rdb: enqueue %s/%s: %w", m.Queue, m.ID, err)
 	}
+	if err := base.RefuseWorkflowTask(m); err != nil {
+		return nil, fmt.Errorf("rdb: enqueue %s/%s: %w", m.Queue, m.ID, err)
+	}
 	if last != nil && last.name == m.Queue && !b.closed.Load() {
 		return last, nil
 	}

@@ -25,6 +25,7 @@ var logKinds = map[string]broker.LogKind{
 	"e": broker.LogEnqueued, "s": broker.LogStarted, "d": broker.LogSucceeded,
 	"f": broker.LogFailed, "r": broker.LogRetried, "a": broker.LogArchived,
 	"x": broker.LogDeleted, "p": broker.LogPaused, "u": broker.LogResumed,
+	"l": broker.LogReleased, "c": broker.LogCanceled,
 }
 
 // eventPoll is how often ReadEvents looks again while it waits on Redis
@@ -234,7 +235,7 @@ func decodeLogEntry(q string, e rueidis.XRangeEntry) ([]broker.LogEvent, error) 
 	for i, id := range tasks {
 		ev.ID, ev.TaskID = broker.FormatEventID(ms, n, uint64(i)), id
 		ev.State = base.TaskState(states[i] - '0')
-		if states[i] < '0' || states[i] > '7' {
+		if states[i] < '0' || states[i] > '0'+byte(base.MaxState) {
 			return bad("bad state")
 		}
 		evs[i] = ev

@@ -64,7 +64,8 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 		return nil, err
 	}
 	ak := k.adminKeys()
-	res := b.runMulti(ctx, []rueidis.Completed{b.c.B().Sismember().Key(keyQueues).Member(queue).Build()}, []call{{
+	bd := b.c.B()
+	res := b.runMulti(ctx, []rueidis.Completed{bd.Sismember().Key(keyQueues).Member(queue).Build(), bd.Zcard().Key(k.waiting).Build()}, []call{{
 		s: scriptStats,
 		keys: []string{k.pending, k.active, k.leases, k.scheduled, k.retry, k.archived, k.completed,
 			k.groups, k.group, ak.aggs, ak.agg, k.processed, k.failed, k.paused, k.settings, k.task},
@@ -74,7 +75,11 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 	if err != nil {
 		return nil, b.wrap("queue stats "+queue, err)
 	}
-	vals, err := res[1].ToArray()
+	waiting, err := res[1].AsInt64()
+	if err != nil {
+		return nil, b.wrap("queue stats "+queue, err)
+	}
+	vals, err := res[2].ToArray()
 	if err != nil {
 		return nil, b.wrap("queue stats "+queue, err)
 	}
@@ -90,7 +95,7 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 			return nil, fmt.Errorf("rdb: queue stats %s: unexpected reply: %w", queue, err)
 		}
 	}
-	if !member && n[20] == 0 {
+	if !member && n[20] == 0 && waiting == 0 {
 		return nil, queueNotFound("queue stats", queue)
 	}
 	settings, err := parseSettings(append(vals[15:19:19], vals[21:24]...))
@@ -101,7 +106,7 @@ func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueSta
 		Queue:   queue,
 		Now:     time.UnixMilli(n[0]),
 		Pending: int(n[1]), Active: int(n[2]), Scheduled: int(n[3]), Retry: int(n[4]),
-		Archived: int(n[5]), Completed: int(n[6]), Aggregating: int(n[7]), Groups: int(n[8]),
+		Archived: int(n[5]), Completed: int(n[6]), Aggregating: int(n[7]), Groups: int(n[8]), Waiting: int(waiting),
 		Processed: n[9], Failed: n[10], ProcessedTotal: n[11], FailedTotal: n[12],
 		Paused:      n[14] == 1,
 		MemoryBytes: n[19],
@@ -246,6 +251,8 @@ func (b *Broker) ListTasks(ctx context.Context, p broker.ListParams) ([]*base.Ta
 			return nil, fmt.Errorf("rdb: list tasks %s: %w", p.Queue, err)
 		}
 		key, kind = k.groupKey(p.Group), "z"
+	case base.StateWaiting:
+		key, kind = k.waiting, "z"
 	default:
 		return nil, fmt.Errorf("rdb: list tasks %s: %w: state %v", p.Queue, base.ErrInvalidArgument, p.State)
 	}

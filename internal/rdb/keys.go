@@ -22,6 +22,11 @@ const (
 	keyServers = "htq:servers"
 	// keyServerPrefix + server ID holds a server's presence record (JSON).
 	keyServerPrefix = "htq:server:"
+	// keyWorkflows is the hash of workflow IDs to the queue their record
+	// is kept in (the queue of their first task): the one way from an ID
+	// to its record. Written before the record, so that it may name a
+	// record that was never stored, which reads as no workflow.
+	keyWorkflows = "htq:workflows"
 	// channelEvents carries the hints of broker.Event: "r:<queue>" (pending
 	// went from empty to not empty), "s:<queue>" (a scheduled or retry task
 	// became the earliest of its zset), "c:<task ID>" (cancel its handler)
@@ -61,6 +66,9 @@ type queueKeys struct {
 	processed string // all-time processed counter; + ":<day>" per day
 	failed    string // all-time failed counter; + ":<day>" per day
 	events    string // stream: the queue's event log (broker.EventLog)
+	waiting   string // zset of waiting workflow task IDs, score = enqueue time (ms)
+	workflow  string // prefix of workflow hashes: + workflow ID (lua/wflib.lua)
+	wfDone    string // zset of finished workflow hashes, score = end of retention (ms)
 
 	// taskPattern is a KEYS/SCAN glob matching every task hash of the
 	// queue. It is not a key: escaping may change its hash tag, so it is
@@ -112,6 +120,9 @@ func newQueueKeys(q string) *queueKeys {
 		processed:   p + "stat:processed",
 		failed:      p + "stat:failed",
 		events:      p + "events",
+		waiting:     p + "waiting",
+		workflow:    p + "w:",
+		wfDone:      p + "wfdone",
 		taskPattern: globEscape(p+"t:") + "*",
 	}
 }
@@ -121,6 +132,9 @@ func (k *queueKeys) taskKey(id string) string { return k.task + id }
 
 // uniqueKey names the uniqueness lock of key.
 func (k *queueKeys) uniqueKey(key string) string { return k.unique + key }
+
+// workflowKey names the hash of workflow id kept in this queue.
+func (k *queueKeys) workflowKey(id string) string { return k.workflow + id }
 
 // groupKey names the zset of the aggregating tasks of group g.
 func (k *queueKeys) groupKey(g string) string { return k.group + g }

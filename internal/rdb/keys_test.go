@@ -3,6 +3,7 @@ package rdb
 import (
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -73,7 +74,7 @@ func TestGlobEscape(t *testing.T) {
 // return values in its header, and that it uses only the KEYS it names.
 func TestScriptHeaders(t *testing.T) {
 	keyUse := regexp.MustCompile(`KEYS\[(\d+)\]`)
-	for _, s := range append(append([]*script(nil), allScripts...), adminScripts...) {
+	for _, s := range slices.Concat(allScripts, adminScripts, workflowScripts) {
 		body, err := luaFiles.ReadFile("lua/" + s.name + ".lua")
 		if err != nil {
 			t.Fatal(err)

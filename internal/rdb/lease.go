@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -244,6 +245,9 @@ func (b *Broker) fenced(ctx context.Context, op string, l broker.LeaseRef, c cal
 	if err != nil {
 		return b.wrap(op+" "+l.Queue+"/"+l.ID, err)
 	}
+	if n == 2 {
+		return errWorkflowCanceled
+	}
 	if n != 1 {
 		return leaseLost(op, l)
 	}
@@ -260,13 +264,22 @@ func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
 	if p.Delay < 0 {
 		return fmt.Errorf("rdb: retry %s/%s: %w: Delay %v is negative", l.Queue, l.ID, base.ErrInvalidArgument, p.Delay)
 	}
-	return b.fenced(ctx, "retry", l, call{
+	err = b.fenced(ctx, "retry", l, call{
 		s:    scriptRetry,
 		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.retry, k.processed, k.failed, k.events, k.pending},
 		args: []string{b.nowArg(), l.ID, l.Token, itoa(ms(p.Delay)), p.ErrMsg, boolArg(p.IsFailure),
 			boolArg(p.RequireExpired), channelEvents, k.name, b.logLen},
 	}, true)
+	if errors.Is(err, errWorkflowCanceled) {
+		// Nothing was written and the lease still holds: a canceled
+		// workflow runs no further attempt, so the task is archived.
+		return b.Archive(ctx, broker.ArchiveParams{Lease: l, ErrMsg: p.ErrMsg, RequireExpired: p.RequireExpired})
+	}
+	return err
 }
+
+// errWorkflowCanceled is fenced's error for retry.lua's answer 2.
+var errWorkflowCanceled = errors.New("rdb: the task's workflow was canceled")
 
 // Archive moves an active task to archived; see broker.Broker.
 func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {

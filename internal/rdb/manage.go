@@ -63,8 +63,8 @@ func (b *Broker) ArchiveTask(ctx context.Context, queue, id string) error {
 	res, waitErr := b.runAcked(ctx, call{
 		s: scriptArchiveTask,
 		keys: []string{k.taskKey(id), k.pending, k.scheduled, k.retry, k.archived,
-			k.group, k.groups, k.leases, k.task, k.unique, k.events, k.settings},
-		args: []string{b.nowArg(), id, b.archiveMax, b.archiveAge, b.logLen},
+			k.group, k.groups, k.leases, k.task, k.unique, k.events, k.settings, k.waiting},
+		args: []string{b.nowArg(), id, b.archiveMax, b.archiveAge, b.logLen, channelEvents},
 	})
 	n, err := res.AsInt64()
 	if err != nil {
@@ -107,7 +107,7 @@ func (b *Broker) bulk(ctx context.Context, op, code, queue string, state base.Ta
 	wrongState := func() (int, error) {
 		return 0, fmt.Errorf("rdb: %s %s: %w: %v tasks", op, queue, base.ErrWrongState, state)
 	}
-	var key, kind, gkey string
+	var key, kind, gkey, must string
 	switch state {
 	case base.StateActive:
 		return wrongState()
@@ -135,16 +135,22 @@ func (b *Broker) bulk(ctx context.Context, op, code, queue string, state base.Ta
 			return 0, fmt.Errorf("rdb: %s %s: %w", op, queue, err)
 		}
 		key, kind, gkey = k.groupKey(group), "z", group
+	case base.StateWaiting:
+		if code == "r" {
+			return wrongState()
+		}
+		key, kind, must = k.waiting, "z", "8"
 	default:
 		return 0, fmt.Errorf("rdb: %s %s: %w: state %v", op, queue, base.ErrInvalidArgument, state)
 	}
-	return b.bulkOf(ctx, op, code, k, key, kind, gkey)
+	return b.bulkOf(ctx, op, code, k, key, kind, gkey, must)
 }
 
 // bulkOf runs bulk.lua on the structure key of the queue of k (kind 'p'
-// the pending lanes, 'z' a zset; gkey the group of a group zset) until it
-// is empty or as many entries as it held at the first batch were taken.
-func (b *Broker) bulkOf(ctx context.Context, op, code string, k *queueKeys, key, kind, gkey string) (int, error) {
+// the pending lanes, 'z' a zset; gkey the group of a group zset; must the
+// state digit its tasks must still have, "" for any) until it is empty or
+// as many entries as it held at the first batch were taken.
+func (b *Broker) bulkOf(ctx context.Context, op, code string, k *queueKeys, key, kind, gkey, must string) (int, error) {
 	queue := k.name
 	total, budget := 0, -1
 	for {
@@ -152,7 +158,7 @@ func (b *Broker) bulkOf(ctx context.Context, op, code string, k *queueKeys, key,
 			s:    scriptBulk,
 			keys: []string{key, k.pending, k.archived, k.task, k.unique, k.groups, k.events, k.settings},
 			args: []string{b.nowArg(), code, kind, strconv.Itoa(bulkBatch), gkey, channelEvents, k.name,
-				b.archiveMax, b.archiveAge, b.logLen},
+				b.archiveMax, b.archiveAge, b.logLen, must},
 		}).AsIntSlice()
 		if err != nil {
 			return total, b.wrap(op+" "+queue, err)
@@ -234,7 +240,7 @@ func (b *Broker) DeleteQueue(ctx context.Context, queue string, force bool) erro
 	start := call{
 		s: scriptDeleteQueue,
 		keys: []string{k.pending, k.active, k.leases, k.scheduled, k.retry, k.archived, k.completed,
-			k.groups, ak.aggs, k.paused, k.settings, k.processed, k.failed, k.events},
+			k.groups, ak.aggs, k.paused, k.settings, k.processed, k.failed, k.events, k.waiting},
 		args: []string{b.nowArg(), boolArg(force)},
 	}
 	res := b.runMulti(ctx, b.knownCmds(k), []call{start})
@@ -274,7 +280,7 @@ func (b *Broker) deleteQueueTasks(ctx context.Context, k *queueKeys) error {
 		n, err := b.run(ctx, call{
 			s: scriptDeleteBatch,
 			keys: []string{k.pending, k.scheduled, k.retry, k.archived, k.completed, k.groups, k.group,
-				ak.aggs, ak.agg, k.task, k.unique},
+				ak.aggs, ak.agg, k.task, k.unique, k.waiting},
 			args: []string{strconv.Itoa(bulkBatch)},
 		}).AsInt64()
 		if err != nil {

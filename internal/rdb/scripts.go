@@ -57,9 +57,9 @@ var (
 	scriptEnqPlain   = loadScriptAlone("enqueue_plain")
 	scriptEnqBatch   = loadLaneScript("enqueue_batch")
 	scriptFetch      = loadLaneScript("fetch")
-	scriptComplete   = loadLaneScript("complete")
+	scriptComplete   = newScript("complete", "lib", "lanelib", "wflib")
 	scriptRetry      = loadLaneScript("retry")
-	scriptArchive    = loadLaneScript("archive")
+	scriptArchive    = newScript("archive", "lib", "lanelib", "wflib")
 	scriptRequeue    = loadLaneScript("requeue")
 	scriptExtend     = loadScript("extend")
 	scriptExpired    = loadScript("expired")
@@ -67,7 +67,7 @@ var (
 	scriptForward    = loadLaneScript("forward")
 	scriptPurge      = loadScript("purge")
 	scriptInfo       = loadScript("info")
-	scriptDelete     = loadLaneScript("delete")
+	scriptDelete     = newScript("delete", "lib", "lanelib", "wflib")
 	scriptInvariants = loadLaneScript("invariants")
 )
 
@@ -120,7 +120,7 @@ func (b *Broker) run(ctx context.Context, c call) rueidis.RedisResult {
 // script cache of every node, in one pipeline per node, so that EVALSHA
 // finds them.
 func (b *Broker) loadScripts(ctx context.Context) error {
-	scripts := slices.Concat(allScripts, adminScripts)
+	scripts := slices.Concat(allScripts, adminScripts, workflowScripts)
 	for addr, n := range b.c.Nodes() {
 		cmds := make([]rueidis.Completed, len(scripts))
 		for i, s := range scripts {

@@ -151,6 +151,15 @@ func (x *urlHandler) ProcessTask(ctx context.Context, t *htq.Task) error {
 	if err != nil {
 		return permanent(err)
 	}
+	if req.Workflow, req.WorkflowTask, _ = htq.GetWorkflowID(ctx); req.Workflow != "" {
+		deps, err := htq.Dependencies(ctx)
+		if err == nil {
+			req.Dependencies, err = model.DependencyHeader(model.NewDependencyViews(deps))
+		}
+		if err != nil {
+			return &retryError{delay: backoff(retried, q.MinBackoff(), q.MaxBackoff()), err: fmt.Errorf("task %s: %w", id, err)}
+		}
+	}
 
 	start := time.Now()
 	if retried == 0 {

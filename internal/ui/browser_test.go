@@ -650,3 +650,47 @@ func TestReadOnlyDashboard(t *testing.T) {
 		t.Error("the read-only dashboard paused a queue")
 	}
 }
+
+// TestWorkflowPage: a task of a workflow links to the workflow's page,
+// which shows each task's state and outcome; its cancel, confirmed,
+// cancels what has not run.
+func TestWorkflowPage(t *testing.T) {
+	backends(t, func(t *testing.T, broker string) {
+		svc := startService(t, broker, false)
+		c := newClient(t, svc.URL())
+		c.must(http.StatusCreated, "POST", "/v1/workflows", map[string]any{"id": "order-7", "tasks": []map[string]any{
+			{"id": "charge", "queue": "shop", "type": "charge"},
+			{"id": "pack", "queue": "shop", "type": "pack", "depends_on": []string{"charge"}},
+			{"id": "mail", "queue": "shop", "type": "mail", "depends_on": []string{"pack"}, "on_dependency_failure": "run"},
+		}}, nil)
+		id, token := c.lease("shop")
+		c.must(http.StatusNoContent, "POST", "/v1/queues/shop/tasks/"+id+"/ack", map[string]any{"token": token}, nil)
+		ctx := newBrowser(t)
+		base := svc.URL()
+		step(t, ctx, "log in",
+			chromedp.Navigate(base+"/ui/login"),
+			chromedp.SendKeys(chromedp.CSS("#token"), testToken),
+			chromedp.Click(chromedp.CSS("#login-submit")),
+			chromedp.WaitVisible(chromedp.CSS(`#queues tr[data-queue="shop"]`)))
+		step(t, ctx, "the waiting tab", chromedp.Navigate(base+"/ui/queues/shop?state=waiting"), chromedp.WaitVisible(chromedp.CSS(`#tasks tbody tr`)))
+		if got := eval[string](t, ctx, `document.querySelector('.tabs a[data-tab="waiting"] .count').textContent`); got != "1" {
+			t.Errorf("waiting tab counts %q, want 1", got)
+		}
+		step(t, ctx, "a waiting task", chromedp.Navigate(base+"/ui/queues/shop/tasks/order-7.mail"), chromedp.WaitVisible(chromedp.CSS(`#workflow-link`)))
+		step(t, ctx, "its workflow", chromedp.Click(chromedp.CSS(`#workflow-link`)), chromedp.WaitVisible(chromedp.CSS(`#workflow-tasks`)))
+		rows := eval[[]string](t, ctx, `[...document.querySelectorAll('#workflow-tasks tbody tr')].map((tr) => tr.dataset.task + ' ' + [...tr.querySelectorAll('td')].slice(2, 4).map((td) => td.textContent).join(' '))`)
+		want := []string{"charge completed succeeded", "pack pending ", "mail waiting "}
+		if !slices.Equal(rows, want) {
+			t.Errorf("workflow page rows %q, want %q", rows, want)
+		}
+		screenshot(t, ctx, screenshotDir(t), "workflow")
+		step(t, ctx, "cancel the workflow", chromedp.Click(chromedp.CSS(`#cancel-workflow`)), chromedp.WaitVisible(chromedp.CSS(`#confirm-ok`)), chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+		waitFor(t, ctx, "the workflow canceled", `document.querySelector('.head-badges .badge')?.textContent === 'canceled'`)
+		if got := eval[string](t, ctx, `document.querySelector('#workflow-tasks tr[data-task="mail"] td.outcome').textContent`); got != "canceled" {
+			t.Errorf("mail's outcome after the cancel: %q", got)
+		}
+		if c.taskState("shop", "order-7.pack") != "archived" {
+			t.Errorf("pack after the cancel: %s", c.taskState("shop", "order-7.pack"))
+		}
+	})
+}

@@ -131,6 +131,7 @@ func Run(t *testing.T, newBroker Factory, opts ...Option) {
 		{"Tasks", taskTests()},
 		{"Servers", serverTests()},
 		{"Concurrency", concurrencyTests()},
+		{"Workflows", workflowTests()},
 		// The areas of broker.Admin (see admin.go).
 		{"Stats", statsTests()},
 		{"List", listTests()},

@@ -234,6 +234,8 @@ func (b *memBroker) QueueStats(_ context.Context, queue string) (*broker.QueueSt
 			if t.aggSet == "" {
 				groups[t.msg.GroupKey] = true
 			}
+		case base.StateWaiting:
+			st.Waiting++
 		}
 	}
 	st.Groups = len(groups)
@@ -273,7 +275,7 @@ func (b *memBroker) ListTasks(_ context.Context, p broker.ListParams) ([]*base.T
 	if err := base.ValidateQueueName(p.Queue); err != nil {
 		return nil, err
 	}
-	if p.Limit < 1 || p.Offset < 0 || p.State < base.StateActive || p.State > base.StateAggregating {
+	if p.Limit < 1 || p.Offset < 0 || p.State < base.StateActive || p.State > base.MaxState {
 		return nil, base.ErrInvalidArgument
 	}
 	if p.State == base.StateAggregating {
@@ -327,13 +329,18 @@ func (b *memBroker) makePending(q *memQueue, queue string, t *memTask) {
 	b.logEvent(queue, broker.LogRetried, t.msg.ID, base.StatePending, "")
 }
 
-// archiveTask moves t (not active) to archived.
+// archiveTask moves t (not active) to archived and logs it.
 func (b *memBroker) archiveTask(q *memQueue, t *memTask) {
+	b.toArchived(q, t)
+	b.logEvent(t.msg.Queue, broker.LogArchived, t.msg.ID, base.StateArchived, "")
+}
+
+// toArchived moves t (not active) to archived.
+func (b *memBroker) toArchived(q *memQueue, t *memTask) {
 	if t.state == base.StatePending {
 		q.removePending(t.msg.ID)
 	}
 	t.state, t.due, t.archivedAt = base.StateArchived, time.Time{}, b.clock.Now()
-	b.logEvent(t.msg.Queue, broker.LogArchived, t.msg.ID, base.StateArchived, "")
 }
 
 func (b *memBroker) RunTask(_ context.Context, queue, id string) error {
@@ -364,15 +371,17 @@ func (b *memBroker) ArchiveTask(_ context.Context, queue, id string) error {
 	switch {
 	case t.state == base.StateArchived:
 		return nil
-	case t.state == base.StatePending || runnable(t):
+	case t.state == base.StatePending || t.state == base.StateWaiting || runnable(t):
 		b.archiveTask(q, t)
+		b.wfFinish(t, base.OutcomeFailed, t.msg.LastErr, nil)
 		return nil
 	}
 	return base.ErrWrongState
 }
 
 // bulk applies fn to every task of queue in state (of group); ok lists the
-// states the operation accepts.
+// states the operation accepts. A task that an earlier one's workflow
+// rules moved out of state is left alone.
 func (b *memBroker) bulk(queue string, state base.TaskState, group string, ok []base.TaskState,
 	fn func(q *memQueue, t *memTask)) (int, error) {
 	if err := b.lock(); err != nil {
@@ -382,7 +391,7 @@ func (b *memBroker) bulk(queue string, state base.TaskState, group string, ok []
 	if err := base.ValidateQueueName(queue); err != nil {
 		return 0, err
 	}
-	if state < base.StateActive || state > base.StateAggregating {
+	if state < base.StateActive || state > base.MaxState {
 		return 0, base.ErrInvalidArgument
 	}
 	if !slices.Contains(ok, state) {
@@ -397,22 +406,26 @@ func (b *memBroker) bulk(queue string, state base.TaskState, group string, ok []
 	if q == nil {
 		return 0, nil
 	}
-	ts := q.inState(state, group)
-	for _, t := range ts {
-		fn(q, t)
+	n := 0
+	for _, t := range q.inState(state, group) {
+		if t.state == state && q.tasks[t.msg.ID] == t {
+			fn(q, t)
+			n++
+		}
 	}
-	return len(ts), nil
+	return n, nil
 }
 
 func (b *memBroker) DeleteAll(_ context.Context, queue string, state base.TaskState, group string) (int, error) {
 	return b.bulk(queue, state, group, []base.TaskState{base.StatePending, base.StateScheduled, base.StateRetry,
-		base.StateArchived, base.StateCompleted, base.StateAggregating}, func(q *memQueue, t *memTask) {
+		base.StateArchived, base.StateCompleted, base.StateAggregating, base.StateWaiting}, func(q *memQueue, t *memTask) {
 		if t.state == base.StatePending {
 			q.removePending(t.msg.ID)
 		}
 		q.unlock(t)
 		delete(q.tasks, t.msg.ID)
 		b.logEvent(queue, broker.LogDeleted, t.msg.ID, 0, "")
+		b.wfFinish(t, base.OutcomeDeleted, "", nil)
 	})
 }
 
@@ -429,7 +442,10 @@ func (b *memBroker) ArchiveAll(_ context.Context, queue string, state base.TaskS
 		return 0, nil
 	}
 	return b.bulk(queue, state, group, []base.TaskState{base.StatePending, base.StateScheduled, base.StateRetry,
-		base.StateAggregating}, func(q *memQueue, t *memTask) { b.archiveTask(q, t) })
+		base.StateAggregating, base.StateWaiting}, func(q *memQueue, t *memTask) {
+		b.archiveTask(q, t)
+		b.wfFinish(t, base.OutcomeFailed, t.msg.LastErr, nil)
+	})
 }
 
 func (b *memBroker) PauseQueue(_ context.Context, queue string) error {

@@ -65,6 +65,7 @@ type memBroker struct {
 	meta   map[string][]byte
 	memAdminBroker
 	memLogs
+	workflows map[string]*memWorkflow
 }
 
 var _ broker.Broker = (*memBroker)(nil)
@@ -72,7 +73,7 @@ var _ brokertest.InvariantChecker = (*memBroker)(nil)
 
 func newMemBroker(clock clockwork.Clock) *memBroker {
 	return &memBroker{clock: clock, queues: map[string]*memQueue{}, subs: map[chan broker.Event]struct{}{},
-		memAdminBroker: newMemAdminBroker(), memLogs: newMemLogs()}
+		memAdminBroker: newMemAdminBroker(), memLogs: newMemLogs(), workflows: map[string]*memWorkflow{}}
 }
 
 func cloneMsg(m *base.TaskMessage) *base.TaskMessage {
@@ -159,6 +160,9 @@ func (b *memBroker) enqueueLocked(p broker.EnqueueParams) error {
 		return fmt.Errorf("%w: nil message", base.ErrInvalidArgument)
 	}
 	if err := p.Msg.Validate(); err != nil {
+		return err
+	}
+	if err := refuseWorkflowMsg(p.Msg); err != nil {
 		return err
 	}
 	now := b.clock.Now()
@@ -294,6 +298,13 @@ func (b *memBroker) Complete(_ context.Context, ls []broker.LeaseRef) []error {
 	}
 	defer b.mu.Unlock()
 	now := b.clock.Now()
+	var done []*memTask
+	defer func() {
+		// After every completion of the call is logged.
+		for _, t := range done {
+			b.wfFinish(t, base.OutcomeSucceeded, "", t.result)
+		}
+	}()
 	for i, l := range ls {
 		q, t, err := b.held(l)
 		if err != nil {
@@ -303,6 +314,7 @@ func (b *memBroker) Complete(_ context.Context, ls []broker.LeaseRef) []error {
 		q.unlock(t)
 		q.count(now, false)
 		b.release(q, l.Queue, t)
+		done = append(done, t)
 		t.keep = t.msg.Retention
 		if t.watched {
 			b.publishEvent(broker.Event{Kind: broker.EventDone, Queue: l.Queue, TaskID: l.ID})
@@ -342,6 +354,11 @@ func (b *memBroker) Retry(_ context.Context, p broker.RetryParams) error {
 		return err
 	}
 	defer b.mu.Unlock()
+	if _, t, err := b.held(p.Lease); err == nil {
+		if w := b.workflows[t.msg.Workflow]; t.msg.Workflow != "" && w != nil && w.canceled {
+			return b.archiveLocked(broker.ArchiveParams{Lease: p.Lease, ErrMsg: p.ErrMsg, RequireExpired: p.RequireExpired})
+		}
+	}
 	retried := 0
 	if p.IsFailure {
 		retried = 1
@@ -362,6 +379,10 @@ func (b *memBroker) Archive(_ context.Context, p broker.ArchiveParams) error {
 		return err
 	}
 	defer b.mu.Unlock()
+	return b.archiveLocked(p)
+}
+
+func (b *memBroker) archiveLocked(p broker.ArchiveParams) error {
 	t, err := b.fail(p.Lease, p.RequireExpired, p.ErrMsg, 0)
 	if err != nil {
 		return err
@@ -372,6 +393,7 @@ func (b *memBroker) Archive(_ context.Context, p broker.ArchiveParams) error {
 	if t.watched {
 		b.publishEvent(broker.Event{Kind: broker.EventDone, Queue: p.Lease.Queue, TaskID: p.Lease.ID})
 	}
+	b.wfFinish(t, base.OutcomeFailed, p.ErrMsg, nil)
 	return nil
 }
 
@@ -568,6 +590,7 @@ func (b *memBroker) DeleteTask(_ context.Context, queue, id string) error {
 	q.unlock(t)
 	delete(q.tasks, id)
 	b.logEvent(queue, broker.LogDeleted, id, 0, "")
+	b.wfFinish(t, base.OutcomeDeleted, "", nil)
 	return nil
 }
 

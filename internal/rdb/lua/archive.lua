@@ -10,7 +10,9 @@
 -- ARGV[8] events channel  ARGV[9] queue name
 -- ARGV[10] event log length ('0' = off)
 -- Returns 1 when archived, 0 when the lease is lost. Publishes
--- d:<queue>:<id> when the task is watched. Logs the failure (log_event).
+-- d:<queue>:<id> when the task is watched. Logs the failure (log_event),
+-- then applies it to the task's workflow, if any (wf_finish). Prepended:
+-- lib.lua, lanelib.lua, wflib.lua.
 local id = ARGV[2]
 local h = redis.call('HGET', KEYS[3], id)
 if not holds(h, ARGV[3]) then return 0 end
@@ -19,6 +21,7 @@ if ARGV[5] == '1' then
   local d = redis.call('ZSCORE', KEYS[2], id)
   if not d or tonumber(d) > now then return 0 end
 end
+local wf = redis.call('HMGET', KEYS[1], 'W', 'N')
 redis.call('ZREM', KEYS[2], id)
 redis.call('HDEL', KEYS[3], id)
 if string.byte(h, -1) == 43 then -- '+': the task may have a key
@@ -34,4 +37,5 @@ if redis.call('HEXISTS', KEYS[1], 'w') == 1 then
 end
 trim_archive(KEYS[4], KEYS[5], KEYS[6], now, tonumber(ARGV[6]), tonumber(ARGV[7]))
 log_event(KEYS[9], ARGV[10], ARGV[1], 'f', id, '5', ARGV[4])
+if wf[1] then wf_finish(wf[1], wf[2], 'f', ARGV[4], nil, now, ARGV[8], ARGV[10], ARGV[1]) end
 return 1

@@ -10,12 +10,17 @@
 -- ARGV[4] batch size  ARGV[5] group key when KEYS[1] is a group ('' if not)
 -- ARGV[6] events channel  ARGV[7] queue name  ARGV[8] max archive size
 -- ARGV[9] max archive age ms  ARGV[10] event log length ('0' = off)
+-- ARGV[11] the state digit of the structure's tasks when a task taken
+-- from it may have left that state since (waiting tasks canceled by the
+-- workflow rules of one before them): those are skipped; '' checks
+-- nothing.
 -- Returns {tasks changed, entries taken from KEYS[1], entries left in
 -- KEYS[1]}. Entries without a task hash are dropped. A task run goes to
 -- the back of its lane; publishes r:<queue> when a lane went from empty to
 -- not empty. The tasks
 -- changed are logged in one entry (log_events: deleted, retried or
--- archived).
+-- archived); then deleting or archiving a workflow task is applied to its
+-- workflow (wf_finish). Prepended: lib.lua, adminlib.lua, lanelib.lua, wflib.lua.
 local op, n = ARGV[2], tonumber(ARGV[4])
 local ids = {}
 if ARGV[3] == 'p' then
@@ -28,11 +33,13 @@ if #ids == 0 then return {0, 0, 0} end
 local now = now_ms(ARGV[1])
 local ready = false
 local changed = 0
-local zadd, logged = {}, {}
+local zadd, logged, wfs = {}, {}, {}
 for _, id in ipairs(ids) do
   local tk = KEYS[4] .. id
-  if redis.call('HEXISTS', tk, 'm') == 1 then
+  local f = redis.call('HMGET', tk, 'm', 's', 'W', 'N', 'e')
+  if f[1] and (ARGV[11] == '' or f[2] == ARGV[11]) then
     changed = changed + 1
+    if f[3] and op ~= 'r' then wfs[#wfs + 1] = {f[3], f[4], f[5] or nil} end
     if op == 'd' then
       drop_task(tk, KEYS[5], id)
     elseif op == 'r' then
@@ -62,6 +69,13 @@ if #zadd > 0 then
 end
 if ready then
   redis.call('PUBLISH', ARGV[6], 'r:' .. ARGV[7])
+end
+for _, w in ipairs(wfs) do
+  if op == 'd' then
+    wf_finish(w[1], w[2], 'd', nil, nil, now, ARGV[6], ARGV[10], ARGV[1])
+  else
+    wf_finish(w[1], w[2], 'f', w[3], nil, now, ARGV[6], ARGV[10], ARGV[1])
+  end
 end
 local left
 if ARGV[3] == 'p' then

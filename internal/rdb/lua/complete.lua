@@ -13,7 +13,10 @@
 -- completed for the watch grace so that its watcher can read it. A task
 -- with a fair-sharing key frees its key's slot; publishes r:<queue> when
 -- that lets a key held back by its limit rejoin the rotation.
--- The successes are logged in one entry (log_events).
+-- The successes are logged in one entry (log_events). A workflow task's
+-- success, with its result, is then applied to its workflow in this same
+-- script (wf_finish: the tasks it releases become pending here, and are
+-- logged in their queues). Prepended: lib.lua, lanelib.lua, wflib.lua.
 local now = now_ms(ARGV[1])
 local ids = {}
 for i = 6, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
@@ -25,7 +28,7 @@ while i <= #ids do
   for k = 1, #part do held[i + k - 1] = part[k] end
   i = j + 1
 end
-local res, done, dels, seen, states = {}, {}, {}, {}, {}
+local res, done, dels, seen, states, wfs = {}, {}, {}, {}, {}, {}
 local rejoined = false
 for n = 1, #ids do
   local id = ids[n]
@@ -36,9 +39,10 @@ for n = 1, #ids do
     local tk = KEYS[4] .. id
     local keep = 0
     if string.byte(held[n], -1) == 43 then -- '+': the task must be read
-      local f = redis.call('HMGET', tk, 'u', 'R', 'w', 'k')
+      local f = redis.call('HMGET', tk, 'u', 'R', 'w', 'k', 'W', 'N', 'r')
       release_unique(KEYS[5], f[1], id)
       if f[4] and release_key(KEYS[8], f[4]) then rejoined = true end
+      if f[5] then wfs[#wfs + 1] = {f[5], f[6], f[7] or nil} end
       keep = tonumber(f[2] or '0')
       if f[3] then
         if keep == 0 then keep = tonumber(ARGV[4]) end
@@ -65,6 +69,9 @@ if #done > 0 then
   log_events(KEYS[7], ARGV[5], ARGV[1], 'd', done, table.concat(states))
 end
 if rejoined then redis.call('PUBLISH', ARGV[2], 'r:' .. ARGV[3]) end
+for _, w in ipairs(wfs) do
+  wf_finish(w[1], w[2], 's', nil, w[3], now, ARGV[2], ARGV[5], ARGV[1])
+end
 if #dels > 0 then
   local k = 1
   while k <= #dels do

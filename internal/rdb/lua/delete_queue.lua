@@ -5,13 +5,14 @@
 -- KEYS[4] scheduled zset  KEYS[5] retry zset  KEYS[6] archived zset
 -- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] aggregation sets zset
 -- KEYS[10] paused flag  KEYS[11] settings hash  KEYS[12] processed counter
--- KEYS[13] failed counter  KEYS[14] event log (stream)
+-- KEYS[13] failed counter  KEYS[14] event log (stream)  KEYS[15] waiting zset
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] '1' to delete tasks too (force)
 -- Returns -1 when the queue holds tasks and ARGV[2] is not '1', -2 when it
 -- holds active tasks, 0 when it held no task and every key of it is
 -- deleted, else the number of tasks left (the queue is then paused).
 if redis.call('HLEN', KEYS[3]) > 0 or redis.call('ZCARD', KEYS[2]) > 0 then return -2 end
-local left = pending_count(KEYS[1]) + redis.call('SCARD', KEYS[8]) + redis.call('ZCARD', KEYS[9])
+local left = pending_count(KEYS[1]) + redis.call('SCARD', KEYS[8]) + redis.call('ZCARD', KEYS[9]) +
+  redis.call('ZCARD', KEYS[15])
 for i = 4, 7 do left = left + redis.call('ZCARD', KEYS[i]) end
 if left > 0 then
   if ARGV[2] ~= '1' then return -1 end

@@ -5,7 +5,8 @@
 -- KEYS[4] archived zset  KEYS[5] completed zset  KEYS[6] groups set
 -- KEYS[7] group zset prefix  KEYS[8] aggregation sets zset
 -- KEYS[9] aggregation set prefix  KEYS[10] task hash prefix
--- KEYS[11] unique lock prefix
+-- KEYS[11] unique lock prefix  KEYS[12] waiting zset
+-- Workflow tasks are deleted as plain tasks: no workflow rule applies.
 -- ARGV[1] batch size
 -- Returns how many entries were taken; 0 when nothing is left.
 local n = tonumber(ARGV[1])
@@ -26,6 +27,7 @@ end
 for i = 2, 5 do
   if taken < n then popz(KEYS[i]) end
 end
+if taken < n then popz(KEYS[12]) end
 for _, g in ipairs(redis.call('SMEMBERS', KEYS[6])) do
   if taken >= n then break end
   popz(KEYS[7] .. g)

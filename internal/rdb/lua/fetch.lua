@@ -14,7 +14,8 @@
 -- now; else {deadline ms, lease ms, id, token, m, n, e, f, id, token,
 -- ...}. The i-th task's token is ARGV[4] .. i; the leases hash stores it
 -- with '+' appended when the task has a unique key, a retention or a
--- fair-sharing key, or is watched (Complete must read it).
+-- fair-sharing key, is watched or is a workflow task (Complete must read
+-- it).
 -- An ID without a task hash (never written by these scripts) is dropped
 -- from pending. The tasks' starts are logged in one entry (log_events).
 -- Settings (hash fields, settings.lua writes them): mc max concurrency,
@@ -171,12 +172,12 @@ local zadd, lset = {}, {}
 local n = 0
 for _, id in ipairs(ids) do
   local tk = KEYS[5] .. id
-  local f = redis.call('HMGET', tk, 'm', 'n', 'e', 'f', 'u', 'R', 'w')
+  local f = redis.call('HMGET', tk, 'm', 'n', 'e', 'f', 'u', 'R', 'w', 'W')
   if f[1] then
     n = n + 1
     local tok = ARGV[4] .. n
     local h = tok
-    if f[5] or f[6] or f[7] or held[id] then h = tok .. '+' end
+    if f[5] or f[6] or f[7] or f[8] or held[id] then h = tok .. '+' end
     zadd[#zadd + 1] = deadline
     zadd[#zadd + 1] = id
     lset[#lset + 1] = id

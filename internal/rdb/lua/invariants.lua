@@ -5,7 +5,7 @@
 -- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] group zset prefix
 -- KEYS[10] leases hash  KEYS[11] aggregation sets zset
 -- KEYS[12] aggregation set prefix (hashes; fields "i:<id>" are its tasks)
--- KEYS[13] settings hash
+-- KEYS[13] settings hash  KEYS[14] waiting zset
 -- ARGV[1] glob matching every task hash of the queue (not a key: escaping
 -- can change its hash tag)
 -- Returns a list of violations (strings); empty when consistent.
@@ -29,7 +29,7 @@ for _, l in ipairs(pending_lists(KEYS[2])) do
   for _, id in ipairs(redis.call('LRANGE', l, 0, -1)) do add(id, lane_name(l), '2') end
 end
 local zsets = {{KEYS[3], 'active', '1'}, {KEYS[4], 'scheduled', '3'}, {KEYS[5], 'retry', '4'},
-  {KEYS[6], 'archived', '5'}, {KEYS[7], 'completed', '6'}}
+  {KEYS[6], 'archived', '5'}, {KEYS[7], 'completed', '6'}, {KEYS[14], 'waiting', '8'}}
 for _, z in ipairs(zsets) do
   for _, id in ipairs(redis.call('ZRANGE', z[1], 0, -1)) do add(id, z[2], z[3]) end
 end

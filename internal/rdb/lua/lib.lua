@@ -4,14 +4,15 @@
 -- while pending or active), n retried, e last error, f last failure (ms),
 -- u unique key, R retention (ms), g group key, w watched (1), p when it
 -- last became pending again (ms; set by forward and requeue), r result,
--- c completion time (ms).
+-- c completion time (ms); a workflow task also has W and N (wflib.lua), and
+-- s '8' while it waits for its dependencies.
 -- A task is active exactly when the queue's leases hash (ID -> lease
 -- token) holds its ID; its s field is then left as it was while the task
 -- was pending, so that Fetch writes no task hash and Complete checks a
 -- whole batch of tokens with one HMGET. A token is
 -- "<server ID>/<random>.<n>"; the leases hash stores it with '+' appended
 -- when Complete must read the task (it has a unique key or a retention,
--- or is watched).
+-- is watched, or is a workflow task).
 
 -- now_ms returns the time in ms: arg when the caller passed one (tests with
 -- a fake clock), else the Redis server's TIME.

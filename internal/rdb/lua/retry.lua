@@ -9,10 +9,11 @@
 -- ARGV[8] events channel  ARGV[9] queue name
 -- ARGV[10] event log length ('0' = off)
 -- Returns 1 when moved, 0 when the lease is lost (not active, other token,
--- or, with ARGV[7], not expired yet). Publishes s:<queue> when the task
--- became the earliest retry task. Logs the failure (log_event). A task
--- with a fair-sharing key frees its key's slot (publishing r:<queue> when
--- a key held back rejoins).
+-- or, with ARGV[7], not expired yet), 2 when nothing was written because
+-- the task's workflow was canceled (the caller archives it instead).
+-- Publishes s:<queue> when the task became the earliest retry task. Logs
+-- the failure (log_event). A task with a fair-sharing key frees its key's
+-- slot (publishing r:<queue> when a key held back rejoins).
 local id = ARGV[2]
 local h = redis.call('HGET', KEYS[3], id)
 if not holds(h, ARGV[3]) then return 0 end
@@ -21,6 +22,8 @@ if ARGV[7] == '1' then
   local d = redis.call('ZSCORE', KEYS[2], id)
   if not d or tonumber(d) > now then return 0 end
 end
+local wk = redis.call('HGET', KEYS[1], 'W')
+if wk and redis.call('HGET', wk, 'x') == '1' then return 2 end
 redis.call('ZREM', KEYS[2], id)
 redis.call('HDEL', KEYS[3], id)
 if string.byte(h, -1) == 43 then -- '+': the task may have a key

@@ -52,8 +52,8 @@ export function confirm(title, text, okLabel = 'Confirm') {
 /** The task actions and the states each applies to. */
 export const TASK_ACTIONS = {
   run: { label: 'Run', states: ['scheduled', 'retry', 'archived', 'aggregating'], past: 'sent to pending' },
-  archive: { label: 'Archive', states: ['pending', 'scheduled', 'retry', 'aggregating'], past: 'archived' },
-  delete: { label: 'Delete', states: ['pending', 'scheduled', 'retry', 'archived', 'completed', 'aggregating'], past: 'deleted', danger: true },
+  archive: { label: 'Archive', states: ['pending', 'scheduled', 'retry', 'aggregating', 'waiting'], past: 'archived' },
+  delete: { label: 'Delete', states: ['pending', 'scheduled', 'retry', 'archived', 'completed', 'aggregating', 'waiting'], past: 'deleted', danger: true },
   cancel: { label: 'Cancel', states: ['active'], past: 'asked to stop' },
 };
 

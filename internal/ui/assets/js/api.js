@@ -65,5 +65,7 @@ export const paths = {
   schedules: () => '/v1/schedules',
   schedule: (id) => `/v1/schedules/${q(id)}`,
   scheduleHistory: (id) => `/v1/schedules/${q(id)}/history`,
+  workflow: (id) => `/v1/workflows/${q(id)}`,
+  workflowCancel: (id) => `/v1/workflows/${q(id)}/cancel`,
   events: () => '/v1/events',
 };

@@ -9,6 +9,7 @@ import * as queue from './pages/queue.js';
 import * as task from './pages/task.js';
 import * as servers from './pages/servers.js';
 import * as schedules from './pages/schedules.js';
+import * as workflow from './pages/workflow.js';
 
 // Each route maps a path to a page module and its parameters. A page
 // module exports mount(el, params) → {refresh(), unmount?()}.
@@ -19,6 +20,7 @@ const routes = [
   [/^\/ui\/servers$/, servers, () => ({}), 'servers'],
   [/^\/ui\/schedules$/, schedules, () => ({}), 'schedules'],
   [/^\/ui\/schedules\/([^/]+)$/, { mount: schedules.mountOne }, (m) => ({ id: dec(m[1]) }), 'schedules'],
+  [/^\/ui\/workflows\/([^/]+)$/, workflow, (m) => ({ id: dec(m[1]) }), 'overview'],
 ];
 
 function dec(s) {

@@ -11,7 +11,7 @@ import { setPaused, actionButtons, bulk, bulkActionsFor, TASK_ACTIONS, toast } f
 import { navigate } from '../nav.js';
 import { preview } from './task.js';
 
-const TABS = ['active', 'pending', 'scheduled', 'retry', 'archived', 'completed', 'groups', 'keys'];
+const TABS = ['active', 'pending', 'scheduled', 'waiting', 'retry', 'archived', 'completed', 'groups', 'keys'];
 const PAGE_SIZE = 20;
 
 // The time column of each state: its head and the task's field.

@@ -114,6 +114,7 @@ function detailPanels(t) {
     t.group ? ['Group', t.group] : null,
     t.priority ? ['Priority', String(t.priority)] : null,
     t.key ? ['Key', h('span', { class: 'mono', text: t.key })] : null,
+    t.workflow ? ['Workflow', [link(`/ui/workflows/${encodeURIComponent(t.workflow)}`, t.workflow, { id: 'workflow-link', class: 'mono' }), ` (task ${t.workflow_task})`]] : null,
     t.next_process_at ? ['Next run', when(t.next_process_at)] : null,
     t.last_failed_at ? ['Last failed', when(t.last_failed_at)] : null,
     t.completed_at ? ['Completed', when(t.completed_at)] : null,
