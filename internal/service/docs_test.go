@@ -171,7 +171,7 @@ func (b *bash) run(t *testing.T, script string) (stdout, stderr string) {
 func TestAPIDocExamples(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed (make deps installs it): %v", tool, err)
+			t.Fatalf("%s is not installed (make deps installs it): %v", tool, err)
 		}
 	}
 	blocks := docBlocks(t, apiDoc)
