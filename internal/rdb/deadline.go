@@ -68,27 +68,30 @@ func (b *Broker) nodeDoMulti(ctx context.Context, n rueidis.Client, cmds ...ruei
 func (b *Broker) doOn(ctx context.Context, c rueidis.Client, extra time.Duration, cmds ...rueidis.Completed) []rueidis.RedisResult {
 	ctx, cancel := b.bound(ctx, extra)
 	defer cancel()
-	call := func() []rueidis.RedisResult {
-		var rs []rueidis.RedisResult
-		if len(cmds) == 1 {
-			rs = []rueidis.RedisResult{c.Do(ctx, cmds[0])}
-		} else {
-			rs = c.DoMulti(ctx, cmds...)
-		}
-		rs = unavailableResults(rs)
-		b.note(rs)
-		return rs
-	}
 	if !b.troubled() {
-		return call()
+		return b.sendOn(ctx, c, cmds) // no closure: it would be allocated on every call
 	}
-	return guarded(ctx, call, func(err error) []rueidis.RedisResult {
+	return guarded(ctx, func() []rueidis.RedisResult { return b.sendOn(ctx, c, cmds) }, func(err error) []rueidis.RedisResult {
 		rs := make([]rueidis.RedisResult, len(cmds))
 		for i := range rs {
 			rs[i] = unavailableResult(rueidis.NewErrorResult(err))
 		}
 		return rs
 	})
+}
+
+// sendOn sends cmds through c and marks the errors that say Redis is
+// unavailable, noting when one did.
+func (b *Broker) sendOn(ctx context.Context, c rueidis.Client, cmds []rueidis.Completed) []rueidis.RedisResult {
+	var rs []rueidis.RedisResult
+	if len(cmds) == 1 {
+		rs = []rueidis.RedisResult{c.Do(ctx, cmds[0])}
+	} else {
+		rs = c.DoMulti(ctx, cmds...)
+	}
+	rs = unavailableResults(rs)
+	b.note(rs)
+	return rs
 }
 
 // guarded runs call in a goroutine of its own and returns its result, or
