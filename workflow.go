@@ -35,8 +35,9 @@ import (
 // rules.
 //
 // Each task's options are those of Enqueue (Queue, MaxRetry, Timeout,
-// ProcessIn, Retention, TaskID, Unique, …) but Group, Priority and Key,
-// which a workflow task cannot take (yet); ProcessAt and
+// ProcessIn, Retention, TaskID, Unique, Priority, Key, …) but Group: a
+// workflow task cannot be aggregated into another task. A released task
+// waits in the lane of its Priority or Key like any other; ProcessAt and
 // ProcessIn of a task with dependencies delay it after they have
 // finished, if the time has not passed by then. Without TaskID a task's ID
 // is "<workflow ID>.<task ID>" (a digest of both when that is too long),

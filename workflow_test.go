@@ -155,8 +155,8 @@ func TestEnqueueWorkflowErrors(t *testing.T) {
 		}, ErrDuplicateWorkflowTask, []string{"a"}},
 		{"bad option", func(w *Workflow) { w.Add("a", NewTask("t", nil), MaxRetry(-1)) }, ErrInvalidArgument, []string{"a"}},
 		{"group", func(w *Workflow) { w.Add("a", NewTask("t", nil), Group("g")) }, ErrInvalidArgument, []string{"a"}},
-		{"priority", func(w *Workflow) { w.Add("a", NewTask("t", nil), Priority(3)) }, ErrInvalidArgument, []string{"a"}},
-		{"fair-sharing key", func(w *Workflow) { w.Add("a", NewTask("t", nil), Key("tenant")) }, ErrInvalidArgument, []string{"a"}},
+		{"priority and key", func(w *Workflow) { w.Add("a", NewTask("t", nil), Priority(3), Key("tenant")) }, ErrInvalidArgument, []string{"a"}},
+		{"priority out of range", func(w *Workflow) { w.Add("a", NewTask("t", nil), Priority(10)) }, ErrInvalidArgument, []string{"a"}},
 		{"policy of a stranger", func(w *Workflow) {
 			w.Add("a", NewTask("t", nil))
 			w.Add("b", NewTask("t", nil), DependsOn("a"), OnDependencyFailure(RunAnyway, "c"))

@@ -87,6 +87,40 @@ func TestWorkflowOverHTTP(t *testing.T) {
 	})
 }
 
+// TestWorkflowPrioritiesAndKeys: workflow tasks take options.priority
+// and options.key like any task: the highest priority is fetched first,
+// and a task released by its dependency keeps its key.
+func TestWorkflowPrioritiesAndKeys(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		var wf workflowJSON
+		e.must(http.StatusCreated, "POST", "/v1/workflows", map[string]any{"id": "pk", "tasks": []map[string]any{
+			{"id": "a", "queue": "pq", "type": "a"},
+			{"id": "hi", "queue": "pq", "type": "hi", "options": map[string]any{"priority": 8}},
+			{"id": "k", "queue": "pq", "type": "k", "depends_on": []string{"a"}, "options": map[string]any{"key": "tenant-1"}},
+		}}, &wf)
+		fetch := func(want string) leasedTask {
+			t.Helper()
+			var got fetchResponse
+			e.must(http.StatusOK, "POST", "/v1/fetch", map[string]any{"queues": []string{"pq"}, "wait_s": 5}, &got)
+			if len(got.Tasks) != 1 || got.Tasks[0].ID != want {
+				t.Fatalf("fetched %+v, want %s", got, want)
+			}
+			return got.Tasks[0]
+		}
+		hi := fetch("pk.hi")
+		a := fetch("pk.a")
+		for _, l := range []leasedTask{hi, a} {
+			e.must(http.StatusNoContent, "POST", "/v1/queues/pq/tasks/"+l.ID+"/ack", map[string]any{"token": l.Token}, nil)
+		}
+		var info taskJSON
+		e.must(http.StatusOK, "GET", "/v1/queues/pq/tasks/pk.k", nil, &info)
+		if info.State != "pending" || info.Key != "tenant-1" {
+			t.Fatalf("released task %+v, want pending with key tenant-1", info)
+		}
+		fetch("pk.k")
+	})
+}
+
 // TestWorkflowRefusals: every refusal is a JSON error naming the task,
 // and writes nothing.
 func TestWorkflowRefusals(t *testing.T) {
@@ -110,6 +144,8 @@ func TestWorkflowRefusals(t *testing.T) {
 		{"mode mismatch", `{"tasks":[{"id":"a","queue":"q","type":"t"},{"id":"b","queue":"q","url":"https://example.com/"}]}`, 409, codeQueueModeMismatch, []string{"b"}, "pull queue"},
 		{"unknown field", `{"tasks":[{"id":"a","queue":"q","type":"t","dependson":["x"]}]}`, 400, codeInvalidArgument, nil, "dependson"},
 		{"empty", `{"tasks":[]}`, 400, codeInvalidArgument, nil, "tasks is empty"},
+		{"priority and key", `{"tasks":[{"id":"a","queue":"q","type":"t"},{"id":"b","queue":"q","type":"t","options":{"priority":3,"key":"k"}}]}`, 400, codeInvalidArgument, []string{"b"}, "key"},
+		{"group", `{"tasks":[{"id":"a","queue":"q","type":"t","options":{"group":"g"}}]}`, 400, codeInvalidArgument, []string{"a"}, "group"},
 	}
 	for _, c := range cases {
 		status, data := e.call("POST", "/v1/workflows", c.body, nil)

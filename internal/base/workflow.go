@@ -199,10 +199,6 @@ func (w *Workflow) Validate() error {
 			return &WorkflowError{Err: ErrInvalidArgument, Tasks: []string{t.ID},
 				Detail: fmt.Sprintf("task %q has a group: a workflow task cannot be aggregated", t.ID)}
 		}
-		if t.Msg.Priority != 0 || t.Msg.Key != "" {
-			return &WorkflowError{Err: ErrInvalidArgument, Tasks: []string{t.ID},
-				Detail: fmt.Sprintf("task %q has a priority or a fair-sharing key: workflow tasks take neither (yet)", t.ID)}
-		}
 		if t.Msg.Workflow != w.ID || t.Msg.WorkflowTask != t.ID {
 			return &WorkflowError{Err: ErrInvalidArgument, Tasks: []string{t.ID},
 				Detail: fmt.Sprintf("task %q: its message names workflow %q task %q", t.ID, t.Msg.Workflow, t.Msg.WorkflowTask)}

@@ -92,10 +92,10 @@ func (b *Broker) EnqueueWorkflow(ctx context.Context, w *base.Workflow) error {
 	if err := b.indexWorkflow(ctx, op, w.ID, home); err != nil {
 		return err
 	}
-	keys := make([]string, 1, 1+6*len(qs))
+	keys := make([]string, 1, 1+7*len(qs))
 	keys[0] = home.workflowKey(w.ID)
 	for _, k := range qs {
-		keys = append(keys, k.task, k.pending, k.scheduled, k.waiting, k.unique, k.events)
+		keys = append(keys, k.task, k.pending, k.scheduled, k.waiting, k.unique, k.events, k.settings)
 	}
 	succ := make(map[string][]string, len(w.Tasks))
 	for _, t := range w.Tasks {
@@ -107,7 +107,7 @@ func (b *Broker) EnqueueWorkflow(ctx context.Context, w *base.Workflow) error {
 	for i, t := range w.Tasks {
 		order[i] = t.ID
 	}
-	args := make([]string, 0, 8+13*len(w.Tasks))
+	args := make([]string, 0, 8+15*len(w.Tasks))
 	args = append(args, b.nowArg(), channelEvents, w.Digest(), home.name, itoa(ms(w.KeepFor())),
 		strings.Join(order, "\n"), strconv.Itoa(len(w.Tasks)), b.logLen)
 	for _, t := range w.Tasks {
@@ -130,7 +130,7 @@ func (b *Broker) EnqueueWorkflow(ctx context.Context, w *base.Workflow) error {
 		}
 		args = append(args, t.ID, strconv.Itoa(qnum[m.Queue]), m.Queue, m.ID, encodeString(m), itoa(at),
 			m.UniqueKey, itoa(uttl), itoa(upx), itoa(ms(m.Retention)), strings.Join(node, "\n"),
-			strings.Join(deps, "\n"), strconv.Itoa(len(t.DependsOn)))
+			strings.Join(deps, "\n"), strconv.Itoa(len(t.DependsOn)), priorityArg(m.Priority), m.Key)
 	}
 	res, waitErr := b.runAcked(ctx, call{s: scriptEnqWorkflow, keys: keys, args: args})
 	if err := workflowEnqueueResult(op, w, res); err != nil {

@@ -37,6 +37,8 @@ type node struct {
 	at    time.Time
 	uniq  string // unique key ("" none)
 	keep  time.Duration
+	prio  int    // Priority
+	key   string // fair-sharing Key ("" none)
 }
 
 // workflow builds a workflow of the given tasks (task IDs
@@ -49,7 +51,8 @@ func (e *env) workflow(id string, nodes ...node) *base.Workflow {
 			q = "default"
 		}
 		m := &base.TaskMessage{ID: id + "." + n.id, Type: "wf:" + n.id, Payload: []byte(n.id), Queue: q,
-			MaxRetry: 2, Timeout: time.Minute, Retention: n.keep, Workflow: id, WorkflowTask: n.id}
+			MaxRetry: 2, Timeout: time.Minute, Retention: n.keep, Workflow: id, WorkflowTask: n.id,
+			Priority: n.prio, Key: n.key}
 		if n.uniq != "" {
 			m.UniqueKey, m.UniqueTTL = n.uniq, time.Hour
 		}
@@ -173,6 +176,8 @@ func workflowTests() []testCase {
 		{"EventsLogged", testWorkflowEvents},
 		{"ReleasedAmongKeys", testWorkflowReleasedAmongKeys},
 		{"CanceledAmongKeys", testWorkflowCanceledAmongKeys},
+		{"PrioritiesAndKeys", testWorkflowPrioritiesAndKeys},
+		{"CanceledInLanes", testWorkflowCanceledInLanes},
 	}
 }
 
@@ -448,11 +453,11 @@ func testWorkflowValidation(e *env) {
 	w.Tasks[0].Msg.GroupKey = "g"
 	check("group", w, base.ErrInvalidArgument, "a")
 	w = e.workflow("v9", node{id: "a"}, node{id: "b"})
-	w.Tasks[1].Msg.Priority = 2
-	check("priority", w, base.ErrInvalidArgument, "b")
+	w.Tasks[1].Msg.Priority, w.Tasks[1].Msg.Key = 2, "tenant"
+	check("priority and key", w, base.ErrInvalidArgument, "b")
 	w = e.workflow("v10", node{id: "a"})
-	w.Tasks[0].Msg.Key = "tenant"
-	check("fair-sharing key", w, base.ErrInvalidArgument, "a")
+	w.Tasks[0].Msg.Priority = base.MaxPriority + 1
+	check("priority out of range", w, base.ErrInvalidArgument, "a")
 	w = e.workflow("v7", node{id: "a"}, node{id: "b"})
 	w.Tasks[1].Msg.ID = w.Tasks[0].Msg.ID
 	check("same task ID", w, base.ErrDuplicateWorkflowTask, "a", "b")
@@ -866,5 +871,97 @@ func testWorkflowCanceledAmongKeys(e *env) {
 	}
 	if !slices.Equal(rest, ids) {
 		e.Fatalf("fetches after the cancellation gave %v, want the key's tasks %v", rest, ids)
+	}
+}
+
+// testWorkflowPrioritiesAndKeys gives workflow tasks priorities and
+// fair-sharing keys: a task pending at once waits in its lane (the highest
+// priority is fetched first), and so does a task released when its
+// dependency succeeds or when its ProcessAt comes; the fetched messages
+// keep both fields.
+func testWorkflowPrioritiesAndKeys(e *env) {
+	plain := e.add("default")
+	e.enqueueWF(e.workflow("wp",
+		node{id: "a"},
+		node{id: "top", prio: 9},
+		node{id: "b", prio: 5, deps: []string{"a"}},
+		node{id: "c", key: "k1", deps: []string{"a"}},
+		node{id: "d", prio: 7, deps: []string{"a"}, at: e.now().Add(time.Minute)}))
+	e.wantState("default", "wp.b", base.StateWaiting)
+	first := e.fetchOne("default")
+	if first.Msg.ID != "wp.top" || first.Msg.Priority != 9 {
+		e.Fatalf("first fetch gave %s (priority %d), want wp.top of priority 9", first.Msg.ID, first.Msg.Priority)
+	}
+	e.complete(first.Ref())
+	var la *broker.Lease
+	for _, l := range e.fetchN("default", 2) {
+		if l.Msg.ID == "wp.a" {
+			la = l
+		} else if l.Msg.ID != plain.ID {
+			e.Fatalf("fetched %s before the workflow's dependencies finished", l.Msg.ID)
+		} else {
+			e.complete(l.Ref())
+		}
+	}
+	if la == nil {
+		e.Fatalf("wp.a was not fetched")
+	}
+	e.complete(la.Ref())
+	e.wantState("default", "wp.b", base.StatePending)
+	e.wantState("default", "wp.c", base.StatePending)
+	e.wantState("default", "wp.d", base.StateScheduled)
+	e.checkInvariants()
+	later := e.add("default")
+	lb := e.fetchOne("default")
+	if lb.Msg.ID != "wp.b" || lb.Msg.Priority != 5 {
+		e.Fatalf("after the release the first fetch gave %s (priority %d), want wp.b of priority 5", lb.Msg.ID, lb.Msg.Priority)
+	}
+	e.complete(lb.Ref())
+	e.advance(time.Minute)
+	e.wantForward(e.forward("default"), 1, false, 0)
+	ld := e.fetchOne("default")
+	if ld.Msg.ID != "wp.d" || ld.Msg.Priority != 7 {
+		e.Fatalf("after its ProcessAt the first fetch gave %s (priority %d), want wp.d of priority 7", ld.Msg.ID, ld.Msg.Priority)
+	}
+	e.complete(ld.Ref())
+	var keyed *broker.Lease
+	var rest []string
+	for ls := e.fetchN("default", 1); len(ls) == 1; ls = e.fetchN("default", 1) {
+		rest = append(rest, ls[0].Msg.ID)
+		if ls[0].Msg.ID == "wp.c" {
+			keyed = ls[0]
+		}
+		e.complete(ls[0].Ref())
+	}
+	if keyed == nil || keyed.Msg.Key != "k1" || len(rest) != 2 || !slices.Contains(rest, later.ID) {
+		e.Fatalf("the last fetch gave %v, want wp.c (key k1) and %s", rest, later.ID)
+	}
+	e.checkInvariants()
+	info, err := e.b.GetWorkflow(e.ctx, "wp")
+	wantNoErr(e, "GetWorkflow", err)
+	if info.State() != base.WorkflowSucceeded {
+		e.Fatalf("workflow state %v, want succeeded", info.State())
+	}
+}
+
+// testWorkflowCanceledInLanes cancels a workflow whose pending tasks wait
+// in the lanes of a priority and of a key: they leave their lanes (the
+// invariants say so) and the queue serves its other tasks.
+func testWorkflowCanceledInLanes(e *env) {
+	other := e.addKey("default", "k2")
+	e.enqueueWF(e.workflow("wl",
+		node{id: "p", prio: 3},
+		node{id: "k", key: "k1"},
+		node{id: "w", prio: 4, deps: []string{"p"}}))
+	n, err := e.b.CancelWorkflow(e.ctx, "wl")
+	wantNoErr(e, "CancelWorkflow", err)
+	if n != 3 {
+		e.Fatalf("CancelWorkflow canceled %d tasks, want 3", n)
+	}
+	e.wantState("default", "wl.p", base.StateArchived)
+	e.wantState("default", "wl.k", base.StateArchived)
+	e.checkInvariants()
+	if got := e.fetchEach("default"); !slices.Equal(got, []string{other.ID}) {
+		e.Fatalf("fetches after the cancellation gave %v, want only %s", got, other.ID)
 	}
 }

@@ -1,17 +1,18 @@
 -- enqueue_workflow.lua: stores a workflow and its tasks, all or nothing
 -- (EnqueueWorkflow). Prepended: lib.lua, lanelib.lua, wflib.lua (which describes the
 -- workflow hash).
--- KEYS[1] workflow hash; then six keys per queue of the workflow (the
--- i-th queue's at KEYS[2 + 6(i-1)] ..): task hash prefix, pending list,
--- scheduled zset, waiting zset, unique lock prefix, event log (stream).
+-- KEYS[1] workflow hash; then seven keys per queue of the workflow (the
+-- i-th queue's at KEYS[2 + 7(i-1)] ..): task hash prefix, pending list,
+-- scheduled zset, waiting zset, unique lock prefix, event log (stream),
+-- settings hash (the lanes of priorities and keys, lanelib.lua).
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] events channel  ARGV[3] digest
 -- ARGV[4] home queue  ARGV[5] retention ms  ARGV[6] the task IDs, one per
 -- line  ARGV[7] number of tasks  ARGV[8] event log length ('0' = off);
--- then 13 values per task: its workflow
+-- then 15 values per task: its workflow
 -- task ID, queue number (from 1), queue name, task ID, message (codec),
 -- ProcessAt ms (0: none), unique key ('' none), unique TTL ms, lock PX ms
 -- (cleanup only), retention ms, its N record, its P record, its number of
--- dependencies.
+-- dependencies, its priority ('' for 0) and its fair-sharing key ('' none).
 -- Returns 1 when stored; 0 when a workflow with this ID and digest is
 -- stored already (nothing is written but the digest, again, so that a
 -- WAIT after the script covers the first attempt); -1 when one with
@@ -28,8 +29,8 @@ if have then
 end
 local now = now_ms(ARGV[1])
 local n = tonumber(ARGV[7])
-local P = 13
-local function key(qi, j) return KEYS[1 + 6 * (qi - 1) + j] end
+local P = 15
+local function key(qi, j) return KEYS[1 + 7 * (qi - 1) + j] end
 local locks = {}
 for i = 1, n do
   local a = 8 + P * (i - 1)
@@ -79,6 +80,9 @@ for i = 1, n do
     f[#f + 1] = ARGV[a + 10]
   end
   local at = tonumber(ARGV[a + 6])
+  local prio, fkey = ARGV[a + 14], ARGV[a + 15]
+  if prio == '' then prio = nil end
+  if fkey == '' then fkey = nil end
   local lg = logged[qi]
   if not lg then
     lg = {{}, {}}
@@ -87,12 +91,14 @@ for i = 1, n do
   lg[1][#lg[1] + 1] = tid
   if ARGV[a + 13] ~= '0' then
     lg[2][#lg[2] + 1] = '8'
+    lane_fields(f, prio, fkey)
     f[#f + 1] = 's'
     f[#f + 1] = '8'
     redis.call('HSET', tk, unpack(f))
     redis.call('ZADD', key(qi, 4), now, tid)
   elseif at > now then
     lg[2][#lg[2] + 1] = '3'
+    lane_fields(f, prio, fkey)
     f[#f + 1] = 's'
     f[#f + 1] = '3'
     redis.call('HSET', tk, unpack(f))
@@ -100,8 +106,9 @@ for i = 1, n do
     if is_earliest(key(qi, 3), tid) then redis.call('PUBLISH', ARGV[2], 's:' .. q) end
   else
     lg[2][#lg[2] + 1] = '2'
+    lane_fields(f, prio, fkey, now)
     redis.call('HSET', tk, unpack(f))
-    if redis.call('LPUSH', key(qi, 2), tid) == 1 then redis.call('PUBLISH', ARGV[2], 'r:' .. q) end
+    if push_lane(key(qi, 2), key(qi, 7), tid, prio, false, fkey) == 1 then redis.call('PUBLISH', ARGV[2], 'r:' .. q) end
   end
 end
 for qi, lg in pairs(logged) do

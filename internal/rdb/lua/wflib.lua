@@ -78,7 +78,7 @@ local function wf_release(wk, id, now, chan, lmax, tms)
     log_event(wf_qkey(n.queue, 'events'), lmax, tms, 'l', n.task, '3', '')
   else
     redis.call('HSET', tk, 's', '2', 'p', istr(now))
-    if redis.call('LPUSH', wf_qkey(n.queue, 'pending'), n.task) == 1 then
+    if push_task(wf_qkey(n.queue, 'pending'), wf_qkey(n.queue, 'settings'), tk, n.task) == 1 then
       redis.call('PUBLISH', chan, 'r:' .. n.queue)
     end
     log_event(wf_qkey(n.queue, 'events'), lmax, tms, 'l', n.task, '2', '')
