@@ -26,16 +26,19 @@ func expireLease(t *testing.T, st *Storage, queue, id string) {
 // and ErrorHandler.
 func expireLeaseAndRecover(t *testing.T, st *Storage, queue, id string, watch *storageWatch, eh ErrorHandler) {
 	t.Helper()
-	recoverExpired(t, st, queue, id, watch, func(int, error, *Task) time.Duration { return time.Hour }, eh)
+	recoverExpired(t, st, queue, id, watch, func(int, error, *Task) time.Duration { return time.Hour }, eh, nil)
 }
 
 // expireLeaseWith is expireLease with the recoverer's retry delay.
 func expireLeaseWith(t *testing.T, st *Storage, queue, id string, delay RetryDelayFunc) {
 	t.Helper()
-	recoverExpired(t, st, queue, id, newStorageWatch(clockwork.NewRealClock()), delay, nil)
+	recoverExpired(t, st, queue, id, newStorageWatch(clockwork.NewRealClock()), delay, nil, nil)
 }
 
-func recoverExpired(t *testing.T, st *Storage, queue, id string, watch *storageWatch, delay RetryDelayFunc, eh ErrorHandler) {
+// recoverExpired is expireLease with the recoverer's storage watch, retry
+// delay, ErrorHandler and BeforeArchiveLost (before, nil for none).
+func recoverExpired(t *testing.T, st *Storage, queue, id string, watch *storageWatch, delay RetryDelayFunc, eh ErrorHandler,
+	before func(context.Context, *Task, error) error) {
 	t.Helper()
 	ctx := context.Background()
 	opt, err := rueidis.ParseURL(st.String())
@@ -57,6 +60,7 @@ func recoverExpired(t *testing.T, st *Storage, queue, id string, watch *storageW
 		t.Fatalf("ExpiredLeases = %v, %v", leases, err)
 	}
 	rec := newRecoverer(brokerOf(st), discardLogger(), newQueueSet(map[string]int{queue: 1}, false), delay, eh, watch)
+	rec.beforeArchive = before
 	rec.recover(ctx, leases[0])
 }
 
@@ -121,5 +125,60 @@ func TestRecoverTellsErrorHandler(t *testing.T) {
 	}
 	if got := taskInfo(t, st, "default", info.ID).State; got != TaskStateArchived {
 		t.Errorf("task %v after recovery, want archived", got)
+	}
+}
+
+// BeforeArchiveLost runs before a lost worker's task is archived (not
+// before a retry); its error keeps the task, retried without using up a
+// retry, and the ErrorHandler is told an error wrapping both.
+func TestBeforeArchiveLost(t *testing.T) {
+	st := openTestStorage(t)
+	ctx := context.Background()
+	c := NewClient(st)
+	hookErr := errors.New("notification service down")
+	for _, tc := range []struct {
+		name     string
+		maxRetry int
+		fail     bool
+		calls    int
+		state    TaskState
+	}{
+		{"archived", 0, false, 1, TaskStateArchived},
+		{"kept", 0, true, 1, TaskStateRetry},
+		{"retried: no call", 1, true, 0, TaskStateRetry},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			info, err := c.Enqueue(NewTask("lost", []byte(tc.name)), MaxRetry(tc.maxRetry))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := brokerOf(st).Fetch(ctx, broker.FetchParams{Queue: "default", Max: 1, LeaseDuration: time.Minute, ServerID: "s"}); err != nil {
+				t.Fatal(err)
+			}
+			var calls int
+			before := func(ctx context.Context, task *Task, err error) error {
+				calls++
+				if id, _ := GetTaskID(ctx); id != info.ID || !errors.Is(err, ErrLeaseExpired) || string(task.Payload()) != tc.name {
+					t.Errorf("BeforeArchiveLost(%s, %s, %v)", id, task.Payload(), err)
+				}
+				if tc.fail {
+					return hookErr
+				}
+				return nil
+			}
+			var told error
+			eh := ErrorHandlerFunc(func(_ context.Context, _ *Task, err error) { told = err })
+			recoverExpired(t, st, "default", info.ID, newStorageWatch(clockwork.NewRealClock()),
+				func(int, error, *Task) time.Duration { return time.Hour }, eh, before)
+			got := taskInfo(t, st, "default", info.ID)
+			if calls != tc.calls || got.State != tc.state {
+				t.Fatalf("hook called %d times, task %v; want %d and %v", calls, got.State, tc.calls, tc.state)
+			}
+			if tc.fail && tc.calls == 1 {
+				if got.Retried != 0 || !errors.Is(told, hookErr) || !errors.Is(told, ErrLeaseExpired) || !strings.Contains(got.LastErr, hookErr.Error()) {
+					t.Fatalf("kept task: retried %d, last error %q, ErrorHandler told %v", got.Retried, got.LastErr, told)
+				}
+			}
+		})
 	}
 }

@@ -20,7 +20,9 @@ type recoverer struct {
 	queues       *queueSet
 	retryDelay   RetryDelayFunc
 	errorHandler ErrorHandler // nil: none
-	watch        *storageWatch
+	// beforeArchive is Config.BeforeArchiveLost (nil: none).
+	beforeArchive func(ctx context.Context, task *Task, err error) error
+	watch         *storageWatch
 }
 
 const recoverBatch = 100
@@ -53,7 +55,9 @@ func (r *recoverer) exec(ctx context.Context) {
 // lease may have run out only because its holder could not renew it: the
 // task is retried without counting a failure (and never archived for it).
 // The ErrorHandler is told first, as of an attempt that failed with
-// ErrLeaseExpired.
+// ErrLeaseExpired; before it, when the task would be archived,
+// BeforeArchiveLost, whose error keeps the task (retried without using up
+// a retry).
 func (r *recoverer) recover(ctx context.Context, l *broker.Lease) {
 	msg := l.Msg
 	term := l.Duration
@@ -64,8 +68,15 @@ func (r *recoverer) recover(ctx context.Context, l *broker.Lease) {
 	if r.watch.unreachableWithin(term + time.Second) {
 		failure, isFailure = fmt.Errorf("%w while the storage was unreachable", ErrLeaseExpired), false
 	}
+	hctx := withTaskMetadata(ctx, taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry})
+	if r.beforeArchive != nil && attempt.Archives(msg.Retried, msg.MaxRetry, false, isFailure) {
+		if herr := r.beforeArchive(hctx, NewTask(msg.Type, msg.Payload), failure); herr != nil {
+			failure, isFailure = fmt.Errorf("%w; not archived: %w", failure, herr), false
+			r.logger.Warn("task of a lost worker not archived: BeforeArchiveLost failed; it will be retried",
+				"queue", msg.Queue, "id", msg.ID, "err", herr)
+		}
+	}
 	if r.errorHandler != nil {
-		hctx := withTaskMetadata(ctx, taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry})
 		r.errorHandler.HandleError(hctx, NewTask(msg.Type, msg.Payload), failure)
 	}
 	_, err := attempt.Fail(ctx, r.b, attempt.Failed{

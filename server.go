@@ -78,6 +78,15 @@ type Config struct {
 	// out; the error then wraps ErrLeaseExpired and the handler may be
 	// told twice when two servers find the same lease).
 	ErrorHandler ErrorHandler
+	// BeforeArchiveLost, when set, is called by the Recoverer before it
+	// archives a task whose worker was lost during its last attempt
+	// (before ErrorHandler; err wraps ErrLeaseExpired): what must be done
+	// once for every archived task (a notification, a failure callback)
+	// can be done there without being lost. When it returns an error the
+	// task is not archived: it is retried without using up a retry (its
+	// next attempt, or the next lost one, calls the hook again), and
+	// ErrorHandler is told an error that wraps both.
+	BeforeArchiveLost func(ctx context.Context, task *Task, err error) error
 	// BaseContext returns the context every handler's ctx derives from
 	// (default context.Background).
 	BaseContext func() context.Context
@@ -359,6 +368,7 @@ func (srv *Server) Start(h Handler) error {
 	}
 	srv.sub = newSubscriber(b, cfg.Logger, clock, queues, srv.proc.signal, srv.fwd.signal, srv.proc.cancelTask, onUnknown)
 	rec := newRecoverer(b, cfg.Logger, queues, cfg.RetryDelayFunc, cfg.ErrorHandler, srv.proc.watch)
+	rec.beforeArchive = cfg.BeforeArchiveLost
 	jan := newJanitor(b, cfg.Logger, queues, cfg.JanitorBatchSize)
 	hc := newHealthChecker(b, cfg.HealthCheckFunc)
 	srv.bg = []*periodic{

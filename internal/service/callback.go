@@ -26,8 +26,9 @@ import (
 // htq stops between the two (a crash, a kill, a lost lease), the task is
 // run again or recovered, and storing its callback again finds that ID
 // taken, so the callback is made once and never lost. A failed attempt
-// whose worker died is reported by the URL worker's ErrorHandler, which
-// the Recoverer tells before it archives the task.
+// whose worker died is reported by the URL worker's BeforeArchiveLost
+// (lostCallback), which the Recoverer calls before it archives the task
+// and whose error keeps the task.
 
 // CallbackBody is the JSON body of a callback's request.
 type CallbackBody struct {

@@ -196,6 +196,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		RetryDelayFunc:       retryDelay,
 		IsFailure:            isFailure,
 		ErrorHandler:         htq.ErrorHandlerFunc(exec.logFailure),
+		BeforeArchiveLost:    exec.lostCallback,
 		ShutdownTimeout:      cfg.ShutdownTimeout,
 		Logger:               cfg.Logger,
 		TracerProvider:       cfg.TracerProvider,

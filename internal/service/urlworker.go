@@ -107,12 +107,6 @@ func (x *urlHandler) logFailure(ctx context.Context, t *htq.Task, err error) {
 		attrs = append(attrs, "status", se.Status)
 	}
 	if attempt.Archives(retried, maxRetry, errors.Is(err, htq.SkipRetry), isFailure(err)) {
-		if errors.Is(err, htq.ErrLeaseExpired) {
-			// A lost worker's last attempt, which the Recoverer archives:
-			// the failure callback is due (the URL handler makes the other
-			// ones before it returns).
-			x.lostCallback(ctx, t, err)
-		}
 		x.logger.Warn("URL task archived", append(attrs, "err", err)...)
 		return
 	}
@@ -219,24 +213,24 @@ func (x *urlHandler) ProcessTask(ctx context.Context, t *htq.Task) error {
 
 // lostCallback makes the failure callback of a task whose last attempt
 // was lost with its worker (err wraps htq.ErrLeaseExpired); the attempt's
-// answer, if any came, is not known. A failure is logged: the Recoverer
-// archives the task whatever this does.
-func (x *urlHandler) lostCallback(ctx context.Context, t *htq.Task, err error) {
+// answer, if any came, is not known. It is the URL worker's
+// Config.BeforeArchiveLost: when the callback cannot be stored the error
+// (wrapping errCallbackNotStored) keeps the task, which is retried, so that
+// it is never archived without its failure callback.
+func (x *urlHandler) lostCallback(ctx context.Context, t *htq.Task, err error) error {
 	id, _ := htq.GetTaskID(ctx)
 	queue, _ := htq.GetQueueName(ctx)
 	retried, _ := htq.GetRetryCount(ctx)
 	maxRetry, _ := htq.GetMaxRetry(ctx)
 	p, derr := model.DecodeURLTask(t.Payload())
 	if derr != nil || p.FailureCallback == "" {
-		return
+		return nil
 	}
 	q, qerr := x.queues.Get(ctx, queue)
-	if qerr == nil {
-		qerr = x.callback(ctx, q, id, p, model.CallbackFailure, retried+1, maxRetry, nil, err)
-	}
 	if qerr != nil {
-		x.logger.Error("failure callback of a lost task not stored", "queue", queue, "id", id, "err", qerr)
+		return fmt.Errorf("failure callback of task %s: %w: %w", id, errCallbackNotStored, qerr)
 	}
+	return x.callback(ctx, q, id, p, model.CallbackFailure, retried+1, maxRetry, nil, err)
 }
 
 // request builds the dispatch request of a task.
