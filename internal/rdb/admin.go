@@ -201,8 +201,8 @@ func (b *Broker) clearRecord(ctx context.Context, op, key, index, member string)
 }
 
 // CheckInvariants reads every key of every queue and reports each
-// violation of the storage invariants: a task hash in no structure or in
-// two, a structure entry without a task hash, a state field that disagrees
+// violation of the storage invariants: a task in no structure or in
+// two, a structure entry without a task, a state field that disagrees
 // with the structure holding the task, an active task without a lease
 // token or without an active-zset entry. Each queue is checked atomically
 // (one script); nil means consistent. It is meant for tests and operators:

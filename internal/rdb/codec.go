@@ -13,7 +13,9 @@ import (
 )
 
 // The immutable part of a task message (what the caller gave at Enqueue) is
-// stored in the task hash's field "m" as one compact binary value, so that
+// stored in the task hash's field "m" as one compact binary value (or as
+// the whole value of the task's key while the task has no other field:
+// the string form of lua/lib.lua's task_get), so that
 // Enqueue writes and Fetch reads one field instead of nine. The fields that
 // change over the task's life (state, retries, last error, lease) have
 // their own hash fields, which the scripts read and write.

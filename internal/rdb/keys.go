@@ -50,7 +50,7 @@ func serverKey(id string) string { return keyServerPrefix + id }
 type queueKeys struct {
 	name string
 
-	task      string // prefix of task hashes: + task ID
+	task      string // prefix of task keys: + task ID (a hash, or a string holding only the message: lua/lib.lua's task_get)
 	pending   string // list of pending IDs of priority 0 without a key; LPUSH new, RPOP oldest; + ":<p>", ":k:<key>" … the other lanes (lua/lanelib.lua)
 	active    string // zset of active IDs, score = lease deadline (ms)
 	leases    string // hash of active IDs to their lease tokens
@@ -70,7 +70,7 @@ type queueKeys struct {
 	workflow  string // prefix of workflow hashes: + workflow ID (lua/wflib.lua)
 	wfDone    string // zset of finished workflow hashes, score = end of retention (ms)
 
-	// taskPattern is a KEYS/SCAN glob matching every task hash of the
+	// taskPattern is a KEYS/SCAN glob matching every task key of the
 	// queue. It is not a key: escaping may change its hash tag, so it is
 	// passed to scripts as an ARGV.
 	taskPattern string
@@ -127,7 +127,7 @@ func newQueueKeys(q string) *queueKeys {
 	}
 }
 
-// taskKey names the hash of task id.
+// taskKey names the key of task id.
 func (k *queueKeys) taskKey(id string) string { return k.task + id }
 
 // uniqueKey names the uniqueness lock of key.

@@ -57,6 +57,19 @@ func redis(t *testing.T, b *Broker, args ...string) []string {
 	return nil
 }
 
+// setTaskFields writes fields of the task at key as a script that writes
+// them would: a task in the string form (lua/lib.lua's task_get) becomes
+// a hash first.
+func setTaskFields(t *testing.T, b *Broker, key string, fieldValues ...string) {
+	t.Helper()
+	if redis(t, b, "TYPE", key)[0] == "string" {
+		m := redis(t, b, "GET", key)[0]
+		redis(t, b, "DEL", key)
+		redis(t, b, "HSET", key, "m", m)
+	}
+	redis(t, b, append([]string{"HSET", key}, fieldValues...)...)
+}
+
 // snapshot returns every key of the database with its DUMP.
 func snapshot(t *testing.T, b *Broker) map[string]string {
 	t.Helper()
@@ -383,7 +396,7 @@ func TestCheckInvariantsFindsViolations(t *testing.T) {
 			redis(t, b, "ZADD", "htq:{q}:retry", "1", "p")
 		}, "task p is in 2 structures: pending, retry"},
 		{"state disagrees", func(t *testing.T, b *Broker) {
-			redis(t, b, "HSET", "htq:{q}:t:p", "s", "3")
+			setTaskFields(t, b, "htq:{q}:t:p", "s", "3")
 		}, "task p has state 3 but is in pending"},
 		{"active without token", func(t *testing.T, b *Broker) {
 			redis(t, b, "HDEL", "htq:{q}:leases", "a")
@@ -393,18 +406,18 @@ func TestCheckInvariantsFindsViolations(t *testing.T) {
 		}, "active task a has no active-zset entry"},
 		{"lease entry without task", func(t *testing.T, b *Broker) {
 			redis(t, b, "ZADD", "htq:{q}:active", "1", "ghost")
-		}, "active entry ghost has no task hash"},
+		}, "active entry ghost has no task"},
 		{"lease without task", func(t *testing.T, b *Broker) {
 			redis(t, b, "HSET", "htq:{q}:leases", "ghost", "tok")
-		}, "lease of ghost has no task hash"},
+		}, "lease of ghost has no task"},
 		{"pending duplicate", func(t *testing.T, b *Broker) {
 			redis(t, b, "LPUSH", "htq:{q}:pending", "p")
 		}, "task p is in 2 structures: pending, pending"},
 		{"pending in another lane", func(t *testing.T, b *Broker) {
-			redis(t, b, "HSET", "htq:{q}:t:p", "P", "3")
+			setTaskFields(t, b, "htq:{q}:t:p", "P", "3")
 		}, "pending task p waits in pending, not in its lane pending:3"},
 		{"keyed task in the plain lane", func(t *testing.T, b *Broker) {
-			redis(t, b, "HSET", "htq:{q}:t:p", "k", "acme")
+			setTaskFields(t, b, "htq:{q}:t:p", "k", "acme")
 		}, "pending task p waits in pending, not in its lane pending:k:acme"},
 		{"key count", func(t *testing.T, b *Broker) {
 			redis(t, b, "HSET", "htq:{q}:pending:held", "acme", "1")
@@ -433,39 +446,48 @@ func TestCheckInvariantsFindsViolations(t *testing.T) {
 }
 
 // TestCorruptTask checks that a task whose message cannot be decoded does
-// not break Fetch for the others and can still be recovered.
+// not break Fetch for the others and can still be recovered, in either of
+// the two forms of a task (lua/lib.lua's task_get).
 func TestCorruptTask(t *testing.T) {
-	clock := clockwork.NewFakeClockAt(epoch)
-	b := newTestBroker(t, clock)
-	ctx := t.Context()
-	mustEnqueue(t, b, msg("q", "bad"), time.Time{})
-	mustEnqueue(t, b, msg("q", "good"), time.Time{})
-	redis(t, b, "HSET", "htq:{q}:t:bad", "m", "garbage")
-	ls := mustFetch(t, b, "q", 10)
-	if len(ls) != 1 || ls[0].Msg.ID != "good" {
-		t.Fatalf("Fetch = %d leases, want only the good task", len(ls))
+	for _, form := range []string{"string", "hash"} {
+		t.Run(form, func(t *testing.T) {
+			clock := clockwork.NewFakeClockAt(epoch)
+			b := newTestBroker(t, clock)
+			ctx := t.Context()
+			mustEnqueue(t, b, msg("q", "bad"), time.Time{})
+			mustEnqueue(t, b, msg("q", "good"), time.Time{})
+			if form == "string" {
+				redis(t, b, "SET", "htq:{q}:t:bad", "garbage")
+			} else {
+				setTaskFields(t, b, "htq:{q}:t:bad", "m", "garbage")
+			}
+			ls := mustFetch(t, b, "q", 10)
+			if len(ls) != 1 || ls[0].Msg.ID != "good" {
+				t.Fatalf("Fetch = %d leases, want only the good task", len(ls))
+			}
+			clock.Advance(time.Minute)
+			exp, err := b.ExpiredLeases(ctx, "q", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bad *broker.Lease
+			for _, l := range exp {
+				if l.Msg.ID == "bad" {
+					bad = l
+				}
+			}
+			if bad == nil {
+				t.Fatal("the corrupt task is not among the expired leases")
+			}
+			if err := b.Archive(ctx, broker.ArchiveParams{Lease: bad.Ref(), ErrMsg: "corrupt", RequireExpired: true}); err != nil {
+				t.Fatalf("Archive of the corrupt task: %v", err)
+			}
+			if _, err := b.GetTaskInfo(ctx, "q", "bad"); err == nil || !strings.Contains(err.Error(), "corrupt") {
+				t.Errorf("GetTaskInfo of the corrupt task: %v, want a corrupt error", err)
+			}
+			checkInvariants(t, b)
+		})
 	}
-	clock.Advance(time.Minute)
-	exp, err := b.ExpiredLeases(ctx, "q", 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bad *broker.Lease
-	for _, l := range exp {
-		if l.Msg.ID == "bad" {
-			bad = l
-		}
-	}
-	if bad == nil {
-		t.Fatal("the corrupt task is not among the expired leases")
-	}
-	if err := b.Archive(ctx, broker.ArchiveParams{Lease: bad.Ref(), ErrMsg: "corrupt", RequireExpired: true}); err != nil {
-		t.Fatalf("Archive of the corrupt task: %v", err)
-	}
-	if _, err := b.GetTaskInfo(ctx, "q", "bad"); err == nil || !strings.Contains(err.Error(), "corrupt") {
-		t.Errorf("GetTaskInfo of the corrupt task: %v, want a corrupt error", err)
-	}
-	checkInvariants(t, b)
 }
 
 // TestLeaseTokensUnique checks that no two grants share a token, across
@@ -665,7 +687,7 @@ func TestWatchedCompletion(t *testing.T) {
 	ls := mustFetch(t, b, q, 2)
 	// Watch both while active, as watch.lua does.
 	for _, l := range ls {
-		redis(t, b, "HSET", "htq:{"+q+"}:t:"+l.Msg.ID, "w", "1")
+		setTaskFields(t, b, "htq:{"+q+"}:t:"+l.Msg.ID, "w", "1")
 		tok := redis(t, b, "HGET", "htq:{"+q+"}:leases", l.Msg.ID)[0]
 		redis(t, b, "HSET", "htq:{"+q+"}:leases", l.Msg.ID, tok+"+")
 	}

@@ -1,25 +1,26 @@
 -- adminlib.lua: helpers of the management scripts (broker.Admin),
 -- prepended after lib.lua (admin_scripts.go).
 
--- state_of returns the state digit of task id, whose hash is tk: '1' when
+-- state_of returns the state digit of task id, whose key is tk: '1' when
 -- the leases hash lkey holds it, else its s field, '2' (pending) when
 -- absent; nil when there is no such task.
 local function state_of(tk, lkey, id)
-  local f = redis.call('HMGET', tk, 'm', 's')
+  local f = task_get(tk, 'm', 's')
   if not f[1] then return nil end
   if redis.call('HEXISTS', lkey, id) == 1 then return '1' end
   return f[2] or '2'
 end
 
 -- make_pending writes the fields of a task that becomes pending, as
--- forward.lua does.
+-- forward.lua does. The task is not pending or active, so it is a hash
+-- (lib.lua's task_get).
 local function make_pending(tk, now)
   redis.call('HSET', tk, 's', '2', 'p', istr(now))
 end
 
--- drop_task deletes task id (hash tk) and releases its uniqueness lock.
+-- drop_task deletes task id (key tk) and releases its uniqueness lock.
 local function drop_task(tk, uprefix, id)
-  release_unique(uprefix, redis.call('HGET', tk, 'u'), id)
+  release_unique(uprefix, task_get(tk, 'u')[1], id)
   redis.call('DEL', tk)
 end
 

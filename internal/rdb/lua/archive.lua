@@ -1,7 +1,7 @@
 -- archive.lua: moves an active task to archived after its last failure and
 -- trims the archive to its newest ARGV[6] tasks and ARGV[7] ms of age.
--- KEYS[1] task hash  KEYS[2] active zset  KEYS[3] leases hash
--- KEYS[4] archived zset  KEYS[5] task hash prefix  KEYS[6] unique lock prefix
+-- KEYS[1] task key  KEYS[2] active zset  KEYS[3] leases hash
+-- KEYS[4] archived zset  KEYS[5] task key prefix  KEYS[6] unique lock prefix
 -- KEYS[7] processed counter  KEYS[8] failed counter
 -- KEYS[9] event log (stream)  KEYS[10] pending list (the lanes, lanelib.lua)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] lease token
@@ -21,13 +21,14 @@ if ARGV[5] == '1' then
   local d = redis.call('ZSCORE', KEYS[2], id)
   if not d or tonumber(d) > now then return 0 end
 end
-local wf = redis.call('HMGET', KEYS[1], 'W', 'N')
+local wf = task_get(KEYS[1], 'W', 'N')
 redis.call('ZREM', KEYS[2], id)
 redis.call('HDEL', KEYS[3], id)
 if string.byte(h, -1) == 43 then -- '+': the task may have a key
   local k = redis.call('HGET', KEYS[1], 'k')
   if k and release_key(KEYS[10], k) then redis.call('PUBLISH', ARGV[8], 'r:' .. ARGV[9]) end
 end
+task_hash(KEYS[1])
 redis.call('HSET', KEYS[1], 's', '5', 'e', ARGV[4], 'f', istr(now))
 redis.call('ZADD', KEYS[4], now, id)
 count(KEYS[7], now, 1)

@@ -1,8 +1,8 @@
 -- archive_task.lua: moves a pending, scheduled, retry or aggregating task
 -- to archived (ArchiveTask) and trims the archive as archive.lua does.
--- KEYS[1] task hash  KEYS[2] pending list  KEYS[3] scheduled zset
+-- KEYS[1] task key  KEYS[2] pending list  KEYS[3] scheduled zset
 -- KEYS[4] retry zset  KEYS[5] archived zset  KEYS[6] group zset prefix
--- KEYS[7] groups set  KEYS[8] leases hash  KEYS[9] task hash prefix
+-- KEYS[7] groups set  KEYS[8] leases hash  KEYS[9] task key prefix
 -- KEYS[10] unique lock prefix  KEYS[11] event log (stream)
 -- KEYS[12] settings hash  KEYS[13] waiting zset
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID
@@ -40,7 +40,8 @@ elseif s == '7' then
 end
 if removed == 0 then return -2 end
 local now = now_ms(ARGV[1])
-local wf = redis.call('HMGET', KEYS[1], 'W', 'N', 'e')
+local wf = task_get(KEYS[1], 'W', 'N', 'e')
+task_hash(KEYS[1])
 redis.call('HSET', KEYS[1], 's', '5')
 redis.call('ZADD', KEYS[5], now, id)
 trim_archive(KEYS[5], KEYS[9], KEYS[10], now, tonumber(ARGV[3]), tonumber(ARGV[4]))

@@ -3,7 +3,7 @@
 -- KEYS[1] the structure: the pending list (with ARGV[3] 'p': every pending
 -- lane, in list order, lanelib.lua), or a scheduled, retry, archived,
 -- completed or group zset  KEYS[2] pending list  KEYS[3] archived zset
--- KEYS[4] task hash prefix  KEYS[5] unique lock prefix  KEYS[6] groups set
+-- KEYS[4] task key prefix  KEYS[5] unique lock prefix  KEYS[6] groups set
 -- KEYS[7] event log (stream)  KEYS[8] settings hash
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] 'd' delete, 'r' run (to
 -- pending), 'a' archive  ARGV[3] 'p' for the pending lanes, 'z' a zset
@@ -15,13 +15,14 @@
 -- workflow rules of one before them): those are skipped; '' checks
 -- nothing.
 -- Returns {tasks changed, entries taken from KEYS[1], entries left in
--- KEYS[1]}. Entries without a task hash are dropped. A task run goes to
+-- KEYS[1]}. Entries without a task are dropped. A task run goes to
 -- the back of its lane; publishes r:<queue> when a lane went from empty to
 -- not empty. The tasks
 -- changed are logged in one entry (log_events: deleted, retried or
 -- archived); then deleting or archiving a workflow task is applied to its
 -- workflow (wf_finish). Prepended: lib.lua, adminlib.lua, lanelib.lua, wflib.lua.
 local op, n = ARGV[2], tonumber(ARGV[4])
+local pend = ARGV[3] == 'p'
 local ids = {}
 if ARGV[3] == 'p' then
   ids = pop_pending(KEYS[2], KEYS[8], n)
@@ -36,7 +37,8 @@ local changed = 0
 local zadd, logged, wfs = {}, {}, {}
 for _, id in ipairs(ids) do
   local tk = KEYS[4] .. id
-  local f = redis.call('HMGET', tk, 'm', 's', 'W', 'N', 'e')
+  -- Only a pending task may be in the string form (lib.lua's task_get).
+  local f = pend and task_get(tk, 'm', 's', 'W', 'N', 'e') or redis.call('HMGET', tk, 'm', 's', 'W', 'N', 'e')
   if f[1] and (ARGV[11] == '' or f[2] == ARGV[11]) then
     changed = changed + 1
     if f[3] and op ~= 'r' then wfs[#wfs + 1] = {f[3], f[4], f[5] or nil} end
@@ -46,6 +48,7 @@ for _, id in ipairs(ids) do
       make_pending(tk, now)
       if push_task(KEYS[2], KEYS[8], tk, id) == 1 then ready = true end
     else
+      if pend then task_hash(tk) end
       redis.call('HSET', tk, 's', '5')
       zadd[#zadd + 1] = now
       zadd[#zadd + 1] = id

@@ -1,7 +1,7 @@
 -- complete.lua: finishes a batch of active tasks of one queue that
 -- succeeded. Each entry is checked and applied on its own.
 -- KEYS[1] active zset  KEYS[2] leases hash  KEYS[3] completed zset
--- KEYS[4] task hash prefix  KEYS[5] unique lock prefix
+-- KEYS[4] task key prefix  KEYS[5] unique lock prefix
 -- KEYS[6] processed counter  KEYS[7] event log (stream)
 -- KEYS[8] pending list (the lanes, lanelib.lua)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] events channel

@@ -1,5 +1,5 @@
 -- delete.lua: deletes a task that is not active and releases its lock.
--- KEYS[1] task hash  KEYS[2] pending list  KEYS[3] scheduled zset
+-- KEYS[1] task key  KEYS[2] pending list  KEYS[3] scheduled zset
 -- KEYS[4] retry zset  KEYS[5] archived zset  KEYS[6] completed zset
 -- KEYS[7] unique lock prefix  KEYS[8] group zset prefix  KEYS[9] groups set
 -- KEYS[10] leases hash  KEYS[11] event log (stream)  KEYS[12] settings hash
@@ -10,7 +10,7 @@
 -- active. Logs the deletion (log_event); deleting a workflow task that
 -- has not finished is then applied to its workflow (wf_finish).
 -- Prepended: lib.lua, lanelib.lua, wflib.lua.
-local f = redis.call('HMGET', KEYS[1], 's', 'u', 'g', 'm', 'W', 'N')
+local f = task_get(KEYS[1], 's', 'u', 'g', 'm', 'W', 'N')
 if not f[4] then return -1 end
 if redis.call('HEXISTS', KEYS[10], ARGV[1]) == 1 then return -2 end
 local id = ARGV[1]

@@ -4,7 +4,7 @@
 -- KEYS[1] pending list (and its lanes, lanelib.lua)  KEYS[2] scheduled zset  KEYS[3] retry zset
 -- KEYS[4] archived zset  KEYS[5] completed zset  KEYS[6] groups set
 -- KEYS[7] group zset prefix  KEYS[8] aggregation sets zset
--- KEYS[9] aggregation set prefix  KEYS[10] task hash prefix
+-- KEYS[9] aggregation set prefix  KEYS[10] task key prefix
 -- KEYS[11] unique lock prefix  KEYS[12] waiting zset
 -- Workflow tasks are deleted as plain tasks: no workflow rule applies.
 -- ARGV[1] batch size

@@ -1,12 +1,12 @@
 -- dependency_results.lua: reads the outcomes of the dependencies of an
 -- active workflow task (DependencyResults). Prepended: lib.lua, lanelib.lua, wflib.lua.
--- KEYS[1] task hash  KEYS[2] leases hash
+-- KEYS[1] task key  KEYS[2] leases hash
 -- ARGV[1] task ID  ARGV[2] lease token
 -- Returns -1 when the token does not hold the task; else, per dependency
 -- in order: its ID, policy ('c' or 'r'), queue, task ID, outcome field
 -- (letter and ms), error (false: none), result (false: none).
 if not holds(redis.call('HGET', KEYS[2], ARGV[1]), ARGV[2]) then return -1 end
-local f = redis.call('HMGET', KEYS[1], 'W', 'N')
+local f = task_get(KEYS[1], 'W', 'N')
 if not f[1] then return {} end
 local wk = f[1]
 local out = {}

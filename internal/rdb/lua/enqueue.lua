@@ -1,5 +1,5 @@
 -- enqueue.lua: stores one new task as pending, scheduled or aggregating.
--- KEYS[1] task hash          KEYS[2] pending list     KEYS[3] scheduled zset
+-- KEYS[1] task key           KEYS[2] pending list     KEYS[3] scheduled zset
 -- KEYS[4] unique lock prefix KEYS[5] group zset prefix KEYS[6] groups set
 -- KEYS[7] event log (stream)  KEYS[8] settings hash (the lanes' marks,
 -- lanelib.lua)
@@ -17,8 +17,8 @@
 -- Publishes r:<queue> when pending went from empty to one task and
 -- s:<queue> when the task became the earliest scheduled one. Logs the
 -- enqueue (log_event).
--- A plain task (no unique key, group or due time) costs HSETNX + LPUSH:
--- HSETNX is both the ID check and the first write.
+-- A plain task (no unique key, group, due time or retention) costs SET NX
+-- + LPUSH: SET NX is both the ID check and the first write.
 local id = ARGV[2]
 local ukey, gkey, at = ARGV[5], ARGV[8], tonumber(ARGV[4])
 local now
@@ -44,8 +44,9 @@ elseif at > 0 then
   now = now or now_ms(ARGV[1])
   if at > now then state = 3 end
 end
--- Every precondition but the ID holds; HSETNX checks it and writes first.
-if redis.call('HSETNX', KEYS[1], 'm', ARGV[3]) == 0 then return stored_same(KEYS[1], ARGV[3]) and 0 or -1 end
+-- Every precondition but the ID holds; the first write checks it: SET NX
+-- of the message for a task that has no other field (the string form,
+-- lib.lua's task_get), else HSETNX of m.
 local h = {}
 if state ~= 2 then
   h[1] = 's'
@@ -54,7 +55,6 @@ end
 if ukey ~= '' then
   h[#h + 1] = 'u'
   h[#h + 1] = ukey
-  redis.call('SET', KEYS[4] .. ukey, istr(now + tonumber(ARGV[6])) .. ':' .. id, 'PX', ARGV[7])
 end
 if ARGV[9] ~= '0' then
   h[#h + 1] = 'R'
@@ -65,7 +65,20 @@ if state == 7 then
   h[#h + 1] = gkey
 end
 lane_fields(h, prio, key, state == 2 and now)
-if #h > 0 then redis.call('HSET', KEYS[1], unpack(h)) end
+if #h == 0 then
+  if not redis.call('SET', KEYS[1], ARGV[3], 'NX') then return stored_same(KEYS[1], ARGV[3]) and 0 or -1 end
+else
+  local r = redis.pcall('HSETNX', KEYS[1], 'm', ARGV[3])
+  if type(r) == 'table' and string.sub(r.err, 1, 9) ~= 'WRONGTYPE' then
+    return r -- refused before the first write: nothing was written
+  end
+  -- WRONGTYPE: a task in the string form holds the ID.
+  if r ~= 1 then return stored_same(KEYS[1], ARGV[3]) and 0 or -1 end
+  redis.call('HSET', KEYS[1], unpack(h))
+end
+if ukey ~= '' then
+  redis.call('SET', KEYS[4] .. ukey, istr(now + tonumber(ARGV[6])) .. ':' .. id, 'PX', ARGV[7])
+end
 if state == 7 then
   redis.call('ZADD', KEYS[5] .. gkey, now, id)
   redis.call('SADD', KEYS[6], gkey)

@@ -1,6 +1,6 @@
 -- enqueue_batch.lua: stores many new tasks of one queue (a chunk of
 -- EnqueueBatch), each as enqueue.lua would, one after the other in order.
--- KEYS[1] pending list       KEYS[2] scheduled zset   KEYS[3] task hash prefix
+-- KEYS[1] pending list       KEYS[2] scheduled zset   KEYS[3] task key prefix
 -- KEYS[4] unique lock prefix KEYS[5] group zset prefix KEYS[6] groups set
 -- KEYS[7] event log (stream)  KEYS[8] settings hash (the lanes' marks,
 -- lanelib.lua)
@@ -24,8 +24,9 @@
 -- A task sees the tasks stored before it in the chunk (an ID or a unique
 -- key used twice: the first one stored wins, and the same task twice is
 -- stored once). A refused task writes nothing.
--- Costs: a plain task one HSETNX (its ID check and its write, as in
--- enqueue.lua), and an HSET of its retention if it has one; any other task an EXISTS (which also sees the IDs stored
+-- Costs: a plain task one SET NX (its ID check and its write, as in
+-- enqueue.lua; the string form of lib.lua's task_get), or with a
+-- retention an HSETNX and an HSET of it; any other task an EXISTS (which also sees the IDs stored
 -- earlier in the chunk) and an HSET, plus the SET of its lock; the locks
 -- are read with one MGET first. The lists are written once per chunk: one
 -- LPUSH, one ZADD, one ZADD per group, one SADD. Publishes r:<queue> once
@@ -34,8 +35,8 @@
 -- enqueues are logged in one entry, in task order (log_events); a task
 -- stored already ('=') is not logged again.
 -- No task is left half written by an error: MGET and EXISTS do not fail;
--- HSETNX and stored_same's HGET are called with pcall, WRONGTYPE (a key
--- of another type holds the task's name) is a taken ID, and OOM or a write ban can only refuse the
+-- SET NX and HSETNX are called with pcall, WRONGTYPE (a key of another
+-- type holds the task's name) goes to stored_same, which reads by type, and OOM or a write ban can only refuse the
 -- first write of a script, before anything was written (the script then
 -- ends with that error). As in enqueue.lua, only a pending, scheduled,
 -- group or groups key of another type would fail a write after others.
@@ -102,16 +103,23 @@ for i = 1, n do
   local c
   local b = xb and xb[i]
   if not b then
-    local r = redis.pcall('HSETNX', tk[i], 'm', ARGV[m0 + i])
+    local ret = rb and rb[i]
+    local r
+    if ret then
+      r = redis.pcall('HSETNX', tk[i], 'm', ARGV[m0 + i])
+    else
+      r = redis.pcall('SET', tk[i], ARGV[m0 + i], 'NX') -- the string form
+      if type(r) == 'table' and r.ok then r = 1 elseif not r then r = 0 end
+    end
     if r == 1 then
       c = '2'
-      if rb and rb[i] then redis.call('HSET', tk[i], 'R', ARGV[rb[i]]) end
+      if ret then redis.call('HSET', tk[i], 'R', ARGV[ret]) end
       np = np + 1
       pend[np] = ARGV[5 + i]
-    elseif r == 0 then
+    elseif r == 0 or string.sub(r.err, 1, 9) == 'WRONGTYPE' then
+      -- WRONGTYPE: a key of another type, maybe a task in the string
+      -- form, holds the ID.
       c = stored_same(tk[i], ARGV[m0 + i]) and '=' or 'i'
-    elseif string.sub(r.err, 1, 9) == 'WRONGTYPE' then
-      c = 'i'
     else
       return r -- refused before the first write: nothing was written
     end
@@ -164,7 +172,11 @@ for i = 1, n do
       end
       local prio, fkey = ARGV[b + 6], ARGV[b + 7]
       lane_fields(h, prio ~= '' and prio or nil, fkey ~= '' and fkey or nil, c == '2' and now)
-      redis.call('HSET', tk[i], unpack(h))
+      if #h == 2 then
+        redis.call('SET', tk[i], h[2]) -- the string form, as enqueue.lua
+      else
+        redis.call('HSET', tk[i], unpack(h))
+      end
       if c == '7' then
         local g = groups[gkey]
         if not g then

@@ -3,7 +3,7 @@
 -- without a retention), exactly as enqueue.lua would, with no library
 -- prepended (lib.lua's functions would be built on every call, which
 -- costs more Redis CPU than the writes themselves).
--- KEYS[1] task hash   KEYS[2] pending list   KEYS[3] event log (stream)
+-- KEYS[1] task key    KEYS[2] pending list   KEYS[3] event log (stream)
 -- ARGV[1] message (codec)   ARGV[2] task ID
 -- ARGV[3] events channel    ARGV[4] queue name
 -- ARGV[5] retention ms ('0' = none; htq serve keeps completed tasks, so
@@ -14,11 +14,30 @@
 -- message, propagated headers aside (an earlier attempt of the same
 -- Enqueue; see lib.lua's stored_same, inlined here; nothing is logged),
 -- or -1 when another task holds the ID (nothing written).
--- HSETNX is both the ID check and the first write; publishes r:<queue>
--- when pending went from empty to one task; logs the enqueue as
--- lib.lua's log_event would.
-if redis.call('HSETNX', KEYS[1], 'm', ARGV[1]) == 0 then
-  local s = redis.call('HGET', KEYS[1], 'm')
+-- The first write is also the ID check: SET NX of the message, the
+-- task's string form (lib.lua's task_get), without a retention; HSETNX
+-- of m with one, which HSET R then joins. Publishes r:<queue> when
+-- pending went from empty to one task; logs the enqueue as lib.lua's
+-- log_event would.
+local stored
+if ARGV[5] == '0' then
+  stored = redis.call('SET', KEYS[1], ARGV[1], 'NX')
+else
+  local r = redis.pcall('HSETNX', KEYS[1], 'm', ARGV[1])
+  if type(r) == 'table' and string.sub(r.err, 1, 9) ~= 'WRONGTYPE' then
+    return r -- refused before the first write: nothing was written
+  end
+  stored = r == 1 -- WRONGTYPE: a task in the string form holds the ID
+end
+if not stored then
+  local t = redis.call('TYPE', KEYS[1]).ok
+  local s
+  if t == 'string' then
+    s = redis.call('GET', KEYS[1])
+  elseif t == 'hash' then
+    s = redis.call('HGET', KEYS[1], 'm')
+  end
+  if not s then return -1 end
   if s ~= ARGV[1] then
     -- The same task but for its propagated headers (lib.lua's content).
     local function content(m)
@@ -29,7 +48,12 @@ if redis.call('HSETNX', KEYS[1], 'm', ARGV[1]) == 0 then
     end
     if content(s) ~= content(ARGV[1]) then return -1 end
   end
-  redis.call('HSET', KEYS[1], 'm', s) -- replicated, for a WAIT
+  -- Replicated, for a WAIT (lib.lua's stored_same).
+  if t == 'string' then
+    redis.call('SET', KEYS[1], s)
+  else
+    redis.call('HSET', KEYS[1], 'm', s)
+  end
   return 0
 end
 if ARGV[5] ~= '0' then redis.call('HSET', KEYS[1], 'R', ARGV[5]) end

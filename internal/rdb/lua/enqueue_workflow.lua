@@ -2,7 +2,7 @@
 -- (EnqueueWorkflow). Prepended: lib.lua, lanelib.lua, wflib.lua (which describes the
 -- workflow hash).
 -- KEYS[1] workflow hash; then seven keys per queue of the workflow (the
--- i-th queue's at KEYS[2 + 7(i-1)] ..): task hash prefix, pending list,
+-- i-th queue's at KEYS[2 + 7(i-1)] ..): task key prefix, pending list,
 -- scheduled zset, waiting zset, unique lock prefix, event log (stream),
 -- settings hash (the lanes of priorities and keys, lanelib.lua).
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] events channel  ARGV[3] digest

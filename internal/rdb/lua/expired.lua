@@ -1,6 +1,6 @@
 -- expired.lua: lists active tasks whose lease deadline has passed
 -- (read only).
--- KEYS[1] active zset  KEYS[2] leases hash  KEYS[3] task hash prefix
+-- KEYS[1] active zset  KEYS[2] leases hash  KEYS[3] task key prefix
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] limit
 -- Returns {id, token, deadline ms, m, n, e, f, id, ...}.
 local now = now_ms(ARGV[1])
@@ -10,7 +10,7 @@ for i = 1, #ids, 2 do
   local id = ids[i]
   local tok = redis.call('HGET', KEYS[2], id)
   if tok and string.byte(tok, -1) == 43 then tok = string.sub(tok, 1, -2) end
-  local f = redis.call('HMGET', KEYS[3] .. id, 'm', 'n', 'e', 'f')
+  local f = task_get(KEYS[3] .. id, 'm', 'n', 'e', 'f')
   if tok and f[1] then
     out[#out + 1] = id
     out[#out + 1] = tok

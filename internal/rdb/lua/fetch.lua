@@ -4,7 +4,7 @@
 -- a fair-sharing key are pending, the lanes in turn within each key's
 -- limits (lanelib.lua, broker.Broker.Fetch's doc).
 -- KEYS[1] pending list  KEYS[2] active zset  KEYS[3] leases hash
--- KEYS[4] paused flag   KEYS[5] task hash prefix  KEYS[6] settings hash
+-- KEYS[4] paused flag   KEYS[5] task key prefix  KEYS[6] settings hash
 -- KEYS[7] event log (stream)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] max tasks  ARGV[3] lease ms
 -- ARGV[4] token prefix ("<server ID>/<random>.", from the caller)
@@ -16,7 +16,7 @@
 -- with '+' appended when the task has a unique key, a retention or a
 -- fair-sharing key, is watched or is a workflow task (Complete must read
 -- it).
--- An ID without a task hash (never written by these scripts) is dropped
+-- An ID without a task (never written by these scripts) is dropped
 -- from pending. The tasks' starts are logged in one entry (log_events).
 -- Settings (hash fields, settings.lua writes them): mc max concurrency,
 -- rl rate (tasks/s), rb burst, ld lease ms; tk, tt the rate limit's token
@@ -172,7 +172,7 @@ local zadd, lset = {}, {}
 local n = 0
 for _, id in ipairs(ids) do
   local tk = KEYS[5] .. id
-  local f = redis.call('HMGET', tk, 'm', 'n', 'e', 'f', 'u', 'R', 'w', 'W')
+  local f = task_get(tk, 'm', 'n', 'e', 'f', 'u', 'R', 'w', 'W')
   if f[1] then
     n = n + 1
     local tok = ARGV[4] .. n

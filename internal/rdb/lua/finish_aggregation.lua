@@ -1,7 +1,7 @@
 -- finish_aggregation.lua: deletes the tasks of an aggregation set and
 -- enqueues the task that replaces them as pending (FinishAggregation).
 -- KEYS[1] aggregation sets zset  KEYS[2] the aggregation set (hash)
--- KEYS[3] the new task's hash  KEYS[4] pending list  KEYS[5] task hash
+-- KEYS[3] the new task's hash  KEYS[4] pending list  KEYS[5] task key
 -- prefix  KEYS[6] unique lock prefix  KEYS[7] event log (stream)
 -- KEYS[8] settings hash
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] set ID  ARGV[3] set token

@@ -1,12 +1,12 @@
 -- forward.lua: moves up to ARGV[2] due scheduled and retry tasks to
 -- pending (each to the back of its lane), earliest due first.
 -- KEYS[1] scheduled zset  KEYS[2] retry zset  KEYS[3] pending list
--- KEYS[4] task hash prefix  KEYS[5] event log (stream)  KEYS[6] settings hash
+-- KEYS[4] task key prefix  KEYS[5] event log (stream)  KEYS[6] settings hash
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] limit  ARGV[3] events channel
 -- ARGV[4] queue name  ARGV[5] event log length ('0' = off)
 -- Returns {moved, has next (0/1), ms until the next due task (0 if due)}.
 -- Publishes r:<queue> when a lane went from empty to not empty. A zset
--- entry without a task hash is dropped. The retry tasks moved are logged
+-- entry without a task is dropped. The retry tasks moved are logged
 -- as retried in one entry (log_events); scheduled tasks coming due are
 -- not logged.
 local now = now_ms(ARGV[1])

@@ -1,11 +1,11 @@
 -- info.lua: reads one task (read only).
--- KEYS[1] task hash  KEYS[2] active zset  KEYS[3] scheduled zset
+-- KEYS[1] task key  KEYS[2] active zset  KEYS[3] scheduled zset
 -- KEYS[4] retry zset  KEYS[5] leases hash
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID
 -- Returns false when there is no such task, else
 -- {m, s, n, e, f, r, c, score or false, now ms} where score is the lease
 -- deadline (active) or the due time (scheduled, retry).
-local f = redis.call('HMGET', KEYS[1], 'm', 's', 'n', 'e', 'f', 'r', 'c')
+local f = task_get(KEYS[1], 'm', 's', 'n', 'e', 'f', 'r', 'c')
 if not f[1] then return false end
 if redis.call('HEXISTS', KEYS[5], ARGV[2]) == 1 then
   f[2] = '1'

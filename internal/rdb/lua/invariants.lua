@@ -1,12 +1,12 @@
 -- invariants.lua: checks the consistency of one queue (read only; for
 -- tests and operators, it reads every key of the queue).
--- KEYS[1] task hash prefix  KEYS[2] pending list  KEYS[3] active zset
+-- KEYS[1] task key prefix  KEYS[2] pending list  KEYS[3] active zset
 -- KEYS[4] scheduled zset  KEYS[5] retry zset  KEYS[6] archived zset
 -- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] group zset prefix
 -- KEYS[10] leases hash  KEYS[11] aggregation sets zset
 -- KEYS[12] aggregation set prefix (hashes; fields "i:<id>" are its tasks)
 -- KEYS[13] settings hash  KEYS[14] waiting zset
--- ARGV[1] glob matching every task hash of the queue (not a key: escaping
+-- ARGV[1] glob matching every task key of the queue (not a key: escaping
 -- can change its hash tag)
 -- Returns a list of violations (strings); empty when consistent.
 local bad = {}
@@ -51,7 +51,7 @@ local plen = string.len(KEYS[1])
 for _, key in ipairs(redis.call('KEYS', ARGV[1])) do
   local id = string.sub(key, plen + 1)
   seen[id] = true
-  local f = redis.call('HMGET', key, 's', 'm', 'P', 'k')
+  local f = task_get(key, 's', 'm', 'P', 'k')
   local prio, fkey = f[3], f[4]
   f[3] = f[2]
   f[4] = nil
@@ -97,12 +97,12 @@ for _, key in ipairs(redis.call('KEYS', ARGV[1])) do
   end
 end
 for _, id in ipairs(redis.call('HKEYS', KEYS[10])) do
-  if not seen[id] then bad[#bad + 1] = 'lease of ' .. id .. ' has no task hash' end
+  if not seen[id] then bad[#bad + 1] = 'lease of ' .. id .. ' has no task' end
 end
 for id, w in pairs(where) do
   if not seen[id] then
     for _, e in ipairs(w) do
-      bad[#bad + 1] = e[1] .. ' entry ' .. id .. ' has no task hash'
+      bad[#bad + 1] = e[1] .. ' entry ' .. id .. ' has no task'
     end
   end
 end

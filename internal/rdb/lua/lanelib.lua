@@ -92,7 +92,7 @@ end
 
 -- push_task is push_lane for the task whose hash is tk.
 local function push_task(pending, settings, tk, id, front)
-  local f = redis.call('HMGET', tk, 'P', 'k')
+  local f = task_get(tk, 'P', 'k')
   return push_lane(pending, settings, id, f[1], front, f[2])
 end
 
@@ -117,7 +117,7 @@ end
 -- returns how many entries it removed (0: it was not there). An LREM:
 -- O(lane).
 local function remove_pending(pending, settings, tk, id)
-  local f = redis.call('HMGET', tk, 'P', 'k')
+  local f = task_get(tk, 'P', 'k')
   local l = lane_of(pending, f[1], f[2])
   local n = redis.call('LREM', l, -1, id)
   if n > 0 and not f[1] and redis.call('LLEN', l) == 0 then lane_left(pending, settings, f[2]) end

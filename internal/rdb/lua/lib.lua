@@ -8,7 +8,7 @@
 -- s '8' while it waits for its dependencies.
 -- A task is active exactly when the queue's leases hash (ID -> lease
 -- token) holds its ID; its s field is then left as it was while the task
--- was pending, so that Fetch writes no task hash and Complete checks a
+-- was pending, so that Fetch writes no task field and Complete checks a
 -- whole batch of tokens with one HMGET. A token is
 -- "<server ID>/<random>.<n>"; the leases hash stores it with '+' appended
 -- when Complete must read the task (it has a unique key or a retention,
@@ -32,17 +32,59 @@ local function content(m)
   return string.sub(m, 1, 1) .. string.char(f - 128) .. string.sub(m, 3, #m - 2 - (hi * 256 + lo))
 end
 
--- stored_same tells whether the task hash tk, which exists, holds the
--- message msg, its propagated headers aside: an earlier attempt of the
--- same Enqueue stored it (its caller may have seen an error), and this
--- one succeeds without storing it again. It then sets m to the value it
--- holds: a write that changes nothing but is replicated, so that a WAIT
--- after the script also covers the first attempt's writes, made maybe on
--- another connection. A key of another type holds no message.
+-- A task is kept in one of two forms under its key tk: a hash of the
+-- fields above, or, while it has no field but its message (a plain task
+-- enqueued without a retention, pending or active), a string holding the
+-- message: about 140 bytes less per task, since a message longer than
+-- 64 bytes (hash-max-listpack-value) makes a hash a hashtable. Scripts
+-- read a task with task_get and turn it into a hash with task_hash
+-- before they write one of its fields; only its deletion (DEL) needs
+-- neither.
+
+-- task_get reads the fields of task tk as HMGET would, in either form:
+-- from the string form, 'm' is its value and every other field is absent.
+local function task_get(tk, ...)
+  local t = redis.call('TYPE', tk).ok
+  if t ~= 'string' then return redis.call('HMGET', tk, ...) end
+  local m = redis.call('GET', tk)
+  local out = {}
+  for i, f in ipairs({...}) do out[i] = f == 'm' and m end
+  return out
+end
+
+-- task_hash turns task tk into a hash when it is in the string form (a
+-- write that changes no field), so that its fields can be written; a
+-- hash, or no key, is left as it is.
+local function task_hash(tk)
+  if redis.call('TYPE', tk).ok == 'string' then
+    local m = redis.call('GET', tk)
+    redis.call('DEL', tk)
+    redis.call('HSET', tk, 'm', m)
+  end
+end
+
+-- stored_same tells whether task tk, which exists, holds the message
+-- msg, its propagated headers aside: an earlier attempt of the same
+-- Enqueue stored it (its caller may have seen an error), and this one
+-- succeeds without storing it again. It then writes the message again
+-- with the value it holds: a write that changes nothing but is
+-- replicated, so that a WAIT after the script also covers the first
+-- attempt's writes, made maybe on another connection. A key of another
+-- type than a task's holds no message.
 local function stored_same(tk, msg)
-  local s = redis.pcall('HGET', tk, 'm')
+  local t = redis.call('TYPE', tk).ok
+  local s
+  if t == 'string' then
+    s = redis.call('GET', tk)
+  elseif t == 'hash' then
+    s = redis.call('HGET', tk, 'm')
+  end
   if type(s) ~= 'string' or (s ~= msg and content(s) ~= content(msg)) then return false end
-  redis.call('HSET', tk, 'm', s)
+  if t == 'string' then
+    redis.call('SET', tk, s)
+  else
+    redis.call('HSET', tk, 'm', s)
+  end
   return true
 end
 

@@ -1,13 +1,13 @@
 -- list.lua: reads one page of the tasks of one structure of a queue, by
 -- rank: O(log n + page), never a scan (read only).
--- KEYS[1] the structure (a zset, or the pending list)  KEYS[2] task hash
+-- KEYS[1] the structure (a zset, or the pending list)  KEYS[2] task key
 -- prefix
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] 'p' (the pending lanes of
 -- lanelib.lua in fetch order, each oldest first, that is from its right
 -- end; O(lanes + log n + page)), 'z' (zset, lowest score first) or 'r'
 -- (zset, highest score first)  ARGV[3] offset  ARGV[4] limit
 -- Returns {now ms, id, score (false for the list), m, n, e, f, r, c, id,
--- ...}; an entry without a task hash is left out.
+-- ...}; an entry without a task is left out.
 local now = now_ms(ARGV[1])
 local kind, off, lim = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local ids, scores = {}, {}
@@ -37,7 +37,7 @@ else
 end
 local out = {now}
 for i, id in ipairs(ids) do
-  local f = redis.call('HMGET', KEYS[2] .. id, 'm', 'n', 'e', 'f', 'r', 'c')
+  local f = task_get(KEYS[2] .. id, 'm', 'n', 'e', 'f', 'r', 'c')
   if f[1] then
     out[#out + 1] = id
     out[#out + 1] = scores[i] or false

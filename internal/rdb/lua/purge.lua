@@ -1,5 +1,5 @@
 -- purge.lua: deletes up to ARGV[2] completed tasks whose retention ran out.
--- KEYS[1] completed zset  KEYS[2] task hash prefix
+-- KEYS[1] completed zset  KEYS[2] task key prefix
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] limit
 -- Returns how many tasks were deleted.
 local now = now_ms(ARGV[1])

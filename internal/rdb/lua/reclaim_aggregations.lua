@@ -2,7 +2,7 @@
 -- sets whose lease ran out back to their groups, with their old scores
 -- (ReclaimAggregations).
 -- KEYS[1] aggregation sets zset  KEYS[2] aggregation set prefix
--- KEYS[3] group zset prefix  KEYS[4] groups set  KEYS[5] task hash prefix
+-- KEYS[3] group zset prefix  KEYS[4] groups set  KEYS[5] task key prefix
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] limit (sets)
 -- Returns {sets reclaimed, tasks given back}. A member without a task
 -- hash (deleted meanwhile) is dropped.

@@ -1,7 +1,7 @@
 -- requeue.lua: moves an active task back to the head of its pending lane
 -- (the next of its priority to be fetched) without counting an attempt;
 -- its lease ends.
--- KEYS[1] task hash  KEYS[2] active zset
+-- KEYS[1] task key  KEYS[2] active zset
 -- KEYS[3] leases hash  KEYS[4] pending list  KEYS[5] event log (stream)
 -- KEYS[6] settings hash
 -- ARGV[1] task ID  ARGV[2] lease token  ARGV[3] events channel
@@ -16,6 +16,7 @@ local id = ARGV[1]
 if not holds(redis.call('HGET', KEYS[3], id), ARGV[2]) then return 0 end
 redis.call('ZREM', KEYS[2], id)
 redis.call('HDEL', KEYS[3], id)
+task_hash(KEYS[1])
 redis.call('HSET', KEYS[1], 'p', istr(now_ms(ARGV[5])))
 local f = redis.call('HMGET', KEYS[1], 'P', 'k')
 local ready = push_lane(KEYS[4], KEYS[6], id, f[1], true, f[2]) == 1

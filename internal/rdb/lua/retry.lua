@@ -1,5 +1,5 @@
 -- retry.lua: moves an active task to retry after a failed attempt.
--- KEYS[1] task hash  KEYS[2] active zset  KEYS[3] leases hash
+-- KEYS[1] task key  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] retry zset  KEYS[5] processed counter  KEYS[6] failed counter
 -- KEYS[7] event log (stream)  KEYS[8] pending list (the lanes, lanelib.lua)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] lease token
@@ -22,7 +22,7 @@ if ARGV[7] == '1' then
   local d = redis.call('ZSCORE', KEYS[2], id)
   if not d or tonumber(d) > now then return 0 end
 end
-local wk = redis.call('HGET', KEYS[1], 'W')
+local wk = task_get(KEYS[1], 'W')[1]
 if wk and redis.call('HGET', wk, 'x') == '1' then return 2 end
 redis.call('ZREM', KEYS[2], id)
 redis.call('HDEL', KEYS[3], id)
@@ -30,6 +30,7 @@ if string.byte(h, -1) == 43 then -- '+': the task may have a key
   local k = redis.call('HGET', KEYS[1], 'k')
   if k and release_key(KEYS[8], k) then redis.call('PUBLISH', ARGV[8], 'r:' .. ARGV[9]) end
 end
+task_hash(KEYS[1])
 redis.call('HSET', KEYS[1], 's', '4', 'e', ARGV[5], 'f', istr(now))
 redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), id)
 count(KEYS[5], now, 1)

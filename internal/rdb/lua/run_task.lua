@@ -1,6 +1,6 @@
 -- run_task.lua: moves a scheduled, retry, archived or aggregating task to
 -- pending (RunTask).
--- KEYS[1] task hash  KEYS[2] pending list  KEYS[3] scheduled zset
+-- KEYS[1] task key  KEYS[2] pending list  KEYS[3] scheduled zset
 -- KEYS[4] retry zset  KEYS[5] archived zset  KEYS[6] group zset prefix
 -- KEYS[7] groups set  KEYS[8] leases hash  KEYS[9] event log (stream)
 -- KEYS[10] settings hash

@@ -9,7 +9,7 @@
 -- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] group zset prefix
 -- KEYS[10] aggregation sets zset  KEYS[11] aggregation set prefix
 -- KEYS[12] processed counter  KEYS[13] failed counter  KEYS[14] paused flag
--- KEYS[15] settings hash  KEYS[16] task hash prefix
+-- KEYS[15] settings hash  KEYS[16] task key prefix
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] MEMORY USAGE samples (0: do
 -- not measure memory)
 -- Returns {now ms, pending, active, scheduled, retry, archived, completed,
@@ -45,10 +45,14 @@ for _, l in ipairs(lists) do
   if h then
     head = head or h
     local tk = KEYS[16] .. h
-    local since = tonumber(redis.call('HGET', tk, 'p'))
+    local f = task_get(tk, 'p', 'm')
+    local since = tonumber(f[1])
     if not since then
       since = now
-      if redis.call('HEXISTS', tk, 'm') == 1 then redis.call('HSET', tk, 'p', istr(now)) end
+      if f[2] then
+        task_hash(tk)
+        redis.call('HSET', tk, 'p', istr(now))
+      end
     end
     if oldest == 0 or since < oldest then oldest = since end
   end

@@ -3,12 +3,12 @@
 -- moves up to ARGV[3] of its oldest tasks into a new aggregation set
 -- leased for ARGV[6] ms (TakeGroup). The tasks keep s = 7 (aggregating).
 -- KEYS[1] group zset  KEYS[2] groups set  KEYS[3] aggregation sets zset
--- KEYS[4] the new aggregation set (hash)  KEYS[5] task hash prefix
+-- KEYS[4] the new aggregation set (hash)  KEYS[5] task key prefix
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] group key  ARGV[3] max size
 -- ARGV[4] max delay ms (0: none)  ARGV[5] grace period ms
 -- ARGV[6] lease ms  ARGV[7] set ID  ARGV[8] set token
 -- Returns {} when the group is empty or not ready, else {lease deadline
--- ms, id, m, n, e, f, id, ...}. An entry without a task hash is dropped.
+-- ms, id, m, n, e, f, id, ...}. An entry without a task is dropped.
 local size = redis.call('ZCARD', KEYS[1])
 if size == 0 then return {} end
 if redis.call('EXISTS', KEYS[4]) == 1 then

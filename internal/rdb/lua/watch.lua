@@ -2,14 +2,14 @@
 -- d:<queue>:<id> (WatchTask), and reads it as info.lua does. A task that
 -- is completed or archived already is not marked. An active task's lease
 -- token in the leases hash gets its '+' (Complete must read the task).
--- KEYS[1] task hash  KEYS[2] active zset  KEYS[3] scheduled zset
+-- KEYS[1] task key  KEYS[2] active zset  KEYS[3] scheduled zset
 -- KEYS[4] retry zset  KEYS[5] leases hash
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID
 -- Returns false when there is no such task, else {m, s, n, e, f, r, c,
 -- score or false, now ms} as info.lua, with s the state digit (1 active,
 -- 2 pending).
 local id = ARGV[2]
-local f = redis.call('HMGET', KEYS[1], 'm', 's', 'n', 'e', 'f', 'r', 'c')
+local f = task_get(KEYS[1], 'm', 's', 'n', 'e', 'f', 'r', 'c')
 if not f[1] then return false end
 local held = redis.call('HGET', KEYS[5], id)
 if held then
@@ -18,6 +18,7 @@ elseif not f[2] then
   f[2] = '2'
 end
 if f[2] ~= '5' and f[2] ~= '6' then
+  task_hash(KEYS[1])
   redis.call('HSET', KEYS[1], 'w', '1')
   if held and string.byte(held, -1) ~= 43 then
     redis.call('HSET', KEYS[5], id, held .. '+')
