@@ -6,12 +6,15 @@
 # build and this one's back to back (alternating which goes first), so
 # that both see the same machine load. A change that must cost nothing on
 # the plain paths shows it here. Then, when FAIR=1, the fair scenario
-# (fair sharing by key, this build only) with and without keys.
+# (fair sharing by key, this build only) with and without keys. MEM=1
+# adds the memory scenario (Redis bytes per pending task) to each build's
+# runs.
 #
 #   BASE=/path/to/main REPS=5 bench/peer/run-ab.sh
 #
 # Environment: BASE (required), PORT (default 6394; refused when taken),
 # REPS (default 5), IMPLS (default "htq htq-file"), FAIR (default 1),
+# MEM (default 0),
 # OUT (default results-ab.jsonl). JSON lines carry label "base" or "this";
 # the summary (bin/summarize -base-label base) goes to stderr and
 # summary-ab.md.
@@ -23,6 +26,7 @@ PORT=${PORT:-6394}
 REPS=${REPS:-5}
 IMPLS=${IMPLS:-"htq htq-file"}
 FAIR=${FAIR:-1}
+MEM=${MEM:-0}
 OUT=${OUT:-results-ab.jsonl}
 SUMMARY=${SUMMARY:-summary-ab.md}
 GO=${GO:-go}
@@ -63,6 +67,9 @@ plain() { # $1 = binary, $2 = label, $3 = impl, $4 = rep
   "$1" -scenario enqueue-batch -n 50000 -batch 1000 -conc 1 "${L[@]}"
   "$1" -scenario process -n 50000 -conc 10 "${L[@]}"
   "$1" -scenario process -n 50000 -conc 50 "${L[@]}"
+  if [ "$MEM" = 1 ] && [ "$3" != htq-file ]; then
+    "$1" -scenario memory -n 100000 "${L[@]}"
+  fi
 }
 T0=$(date +%s)
 load

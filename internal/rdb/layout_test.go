@@ -1,0 +1,264 @@
+package rdb
+
+import (
+	"bufio"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
+)
+
+// keyType returns the Redis type of key ("none" when it does not exist).
+func keyType(t *testing.T, b *Broker, key string) string {
+	t.Helper()
+	return redis(t, b, "TYPE", key)[0]
+}
+
+// TestTaskStringForm checks which tasks are kept in the string form
+// (lua/lib.lua's task_get): a plain task without a retention, from every
+// enqueue script, until a script writes one of its fields; and that the
+// form saves what it is for.
+func TestTaskStringForm(t *testing.T) {
+	b := newTestBroker(t, clockwork.NewFakeClockAt(epoch))
+	ctx := t.Context()
+	q := "form"
+	key := func(id string) string { return "htq:{" + q + "}:t:" + id }
+	big := func(id string) *base.TaskMessage {
+		m := msg(q, id)
+		m.Payload = []byte(strings.Repeat("x", 100))
+		return m
+	}
+	mustEnqueue(t, b, big("plain"), time.Time{})
+	mustEnqueue(t, b, big("past"), epoch.Add(-time.Minute)) // enqueue.lua
+	ret := big("kept")
+	ret.Retention = time.Hour
+	mustEnqueue(t, b, ret, time.Time{})
+	mustEnqueue(t, b, big("later"), epoch.Add(time.Minute))
+	batch := []broker.EnqueueParams{{Msg: big("batch")}, {Msg: big("batch-past"), ProcessAt: epoch.Add(-time.Second)}}
+	for i, err := range b.EnqueueBatch(ctx, batch) {
+		if err != nil {
+			t.Fatalf("EnqueueBatch task %d: %v", i, err)
+		}
+	}
+	for id, want := range map[string]string{
+		"plain": "string", "past": "string", "batch": "string", "batch-past": "string",
+		"kept": "hash", "later": "hash",
+	} {
+		if got := keyType(t, b, key(id)); got != want {
+			t.Errorf("task %s is a %s, want a %s", id, got, want)
+		}
+	}
+	wantMsg := encodeMessage(nil, big("plain"))
+	if got := redis(t, b, "GET", key("plain"))[0]; got != string(wantMsg) {
+		t.Errorf("the string form holds %x, want the message %x", got, wantMsg)
+	}
+
+	// The string form of a task with a 100-byte payload against the hash
+	// it was before (a hashtable: its message is over 64 bytes).
+	str, _ := strconv.Atoi(redis(t, b, "MEMORY", "USAGE", key("plain"))[0])
+	redis(t, b, "HSET", "copy:"+key("plain"), "m", string(wantMsg))
+	hash, _ := strconv.Atoi(redis(t, b, "MEMORY", "USAGE", "copy:"+key("plain"))[0])
+	redis(t, b, "DEL", "copy:"+key("plain"))
+	if hash-str < 100 {
+		t.Errorf("MEMORY USAGE: string form %d B, hash %d B: want at least 100 B saved", str, hash)
+	}
+	t.Logf("MEMORY USAGE of a task with a 100-byte payload: string form %d B, hash %d B", str, hash)
+
+	// An enqueue repeated (same message) succeeds; another message with
+	// the ID is a conflict, whatever the form.
+	if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: big("batch")}); err != nil {
+		t.Errorf("repeated Enqueue of a task in the string form: %v", err)
+	}
+	other := big("batch")
+	other.Payload = []byte("other")
+	if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: other}); !errors.Is(err, base.ErrTaskIDConflict) {
+		t.Errorf("Enqueue of another task with its ID = %v, want ErrTaskIDConflict", err)
+	}
+	other.Retention = time.Hour // enqueue_plain's HSETNX meets the string
+	if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: other}); !errors.Is(err, base.ErrTaskIDConflict) {
+		t.Errorf("Enqueue with a retention of another task with its ID = %v, want ErrTaskIDConflict", err)
+	}
+	if errs := b.EnqueueBatch(ctx, []broker.EnqueueParams{{Msg: other}, {Msg: big("past")}}); !errors.Is(errs[0], base.ErrTaskIDConflict) || errs[1] != nil {
+		t.Errorf("EnqueueBatch of a conflict and a repeat = %v, want [ErrTaskIDConflict <nil>]", errs)
+	}
+
+	// Fetch leaves the form as it is; the first field written turns the
+	// task into a hash holding the same message.
+	ls := mustFetch(t, b, q, 10)
+	if len(ls) != 5 {
+		t.Fatalf("Fetch = %d tasks, want the 5 pending", len(ls))
+	}
+	lease := map[string]*broker.Lease{}
+	for _, l := range ls {
+		lease[l.Msg.ID] = l
+		if string(l.Msg.Payload) != strings.Repeat("x", 100) {
+			t.Errorf("task %s fetched with payload %q", l.Msg.ID, l.Msg.Payload)
+		}
+	}
+	if got := keyType(t, b, key("past")); got != "string" {
+		t.Errorf("an active task is a %s, want it left a string", got)
+	}
+	if err := b.WriteResult(ctx, lease["past"].Ref(), []byte("r")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Retry(ctx, broker.RetryParams{Lease: lease["batch"].Ref(), Delay: time.Minute, ErrMsg: "boom", IsFailure: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Requeue(ctx, lease["batch-past"].Ref()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"past", "batch", "batch-past"} {
+		if got := keyType(t, b, key(id)); got != "hash" {
+			t.Errorf("task %s is a %s after a field was written, want a hash", id, got)
+		}
+		if got := redis(t, b, "HGET", key(id), "m")[0]; got != string(encodeMessage(nil, big(id))) {
+			t.Errorf("task %s holds message %x after it became a hash", id, got)
+		}
+	}
+	info, err := b.GetTaskInfo(ctx, q, "batch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != base.StateRetry || info.Message.LastErr != "boom" || info.Message.Retried != 1 {
+		t.Errorf("retried task: state %v, last error %q, retried %d", info.State, info.Message.LastErr, info.Message.Retried)
+	}
+	if errs := b.Complete(ctx, []broker.LeaseRef{lease["past"].Ref(), lease["kept"].Ref()}); errs[0] != nil || errs[1] != nil {
+		t.Fatalf("Complete = %v", errs)
+	}
+	if got := keyType(t, b, key("past")); got != "none" {
+		t.Errorf("a completed task without a retention is a %s, want deleted", got)
+	}
+	checkInvariants(t, b)
+}
+
+// TestHashLayoutFixture reads tasks that an earlier htq wrote, when every
+// task was a hash (testdata/layout-hash-tasks.txt), and takes them
+// through every operation a pending or active task meets.
+func TestHashLayoutFixture(t *testing.T) {
+	b := newTestBroker(t, clockwork.NewFakeClockAt(epoch))
+	ctx := t.Context()
+	loadFixture(t, b, "testdata/layout-hash-tasks.txt")
+	checkInvariants(t, b)
+	payload := func(id string) string { return "payload of " + id }
+	old := func(id string) *base.TaskMessage {
+		return &base.TaskMessage{ID: id, Type: "old:task", Payload: []byte(payload(id)), Queue: "old", MaxRetry: 3}
+	}
+
+	info, err := b.GetTaskInfo(ctx, "old", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != base.StatePending || string(info.Message.Payload) != payload("a") || info.Message.Type != "old:task" || info.Message.MaxRetry != 3 {
+		t.Errorf("GetTaskInfo(a) = state %v, type %q, payload %q, max retry %d", info.State, info.Message.Type, info.Message.Payload, info.Message.MaxRetry)
+	}
+	list, err := b.ListTasks(ctx, broker.ListParams{Queue: "old", State: base.StatePending, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 7 || list[0].Message.ID != "a" || len(list[6].Message.Payload) != 100 {
+		t.Errorf("ListTasks(pending) = %d tasks, want the fixture's 7, oldest (a) first", len(list))
+	}
+	// An enqueue repeated is still recognized; another message is a
+	// conflict.
+	if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: old("a")}); err != nil {
+		t.Errorf("repeated Enqueue of a fixture task: %v", err)
+	}
+	other := old("a")
+	other.Payload = []byte("other")
+	if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: other}); !errors.Is(err, base.ErrTaskIDConflict) {
+		t.Errorf("Enqueue of another task with a fixture task's ID = %v, want ErrTaskIDConflict", err)
+	}
+	if errs := b.EnqueueBatch(ctx, []broker.EnqueueParams{{Msg: old("b")}, {Msg: other}}); errs[0] != nil || !errors.Is(errs[1], base.ErrTaskIDConflict) {
+		t.Errorf("EnqueueBatch of a repeat and a conflict = %v, want [<nil> ErrTaskIDConflict]", errs)
+	}
+	if err := b.DeleteTask(ctx, "old", "d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ArchiveTask(ctx, "old", "e"); err != nil {
+		t.Fatal(err)
+	}
+
+	ls := mustFetch(t, b, "old", 10)
+	got := map[string]*broker.Lease{}
+	for _, l := range ls {
+		got[l.Msg.ID] = l
+	}
+	for _, id := range []string{"a", "b", "c", "r", "big"} {
+		if got[id] == nil {
+			t.Fatalf("Fetch did not return fixture task %s (got %d tasks)", id, len(ls))
+		}
+	}
+	if len(got["big"].Msg.Payload) != 100 || got["r"].Msg.Retention != time.Hour || string(got["a"].Msg.Payload) != payload("a") {
+		t.Errorf("fetched messages: big %d bytes, r retention %v, a %q", len(got["big"].Msg.Payload), got["r"].Msg.Retention, got["a"].Msg.Payload)
+	}
+	if errs := b.Complete(ctx, []broker.LeaseRef{got["a"].Ref(), got["r"].Ref()}); errs[0] != nil || errs[1] != nil {
+		t.Fatalf("Complete = %v", errs)
+	}
+	if err := b.Retry(ctx, broker.RetryParams{Lease: got["b"].Ref(), Delay: time.Minute, ErrMsg: "boom", IsFailure: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Archive(ctx, broker.ArchiveParams{Lease: got["c"].Ref(), ErrMsg: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Requeue(ctx, got["big"].Ref()); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]base.TaskState{
+		"r": base.StateCompleted, "b": base.StateRetry, "c": base.StateArchived, "e": base.StateArchived, "big": base.StatePending,
+	} {
+		info, err := b.GetTaskInfo(ctx, "old", id)
+		if err != nil {
+			t.Errorf("GetTaskInfo(%s): %v", id, err)
+		} else if info.State != want {
+			t.Errorf("task %s is %v, want %v", id, info.State, want)
+		}
+	}
+	for _, id := range []string{"a", "d"} {
+		if _, err := b.GetTaskInfo(ctx, "old", id); !errors.Is(err, base.ErrTaskNotFound) {
+			t.Errorf("GetTaskInfo(%s) = %v, want ErrTaskNotFound", id, err)
+		}
+	}
+	checkInvariants(t, b)
+}
+
+// loadFixture runs the Redis commands of a fixture file: one a line,
+// arguments separated by spaces, a "hex:" argument given as its bytes,
+// lines starting with # ignored.
+func loadFixture(t *testing.T, b *Broker, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		args := strings.Fields(line)
+		for i, a := range args {
+			if h, ok := strings.CutPrefix(a, "hex:"); ok {
+				v, err := hex.DecodeString(h)
+				if err != nil {
+					t.Fatalf("%s: %q: %v", path, line, err)
+				}
+				args[i] = string(v)
+			}
+		}
+		redis(t, b, args...)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
