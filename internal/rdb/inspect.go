@@ -56,7 +56,7 @@ func queueNotFound(op, queue string) error {
 // QueueStats reports the sizes, counters and settings of a queue in one
 // round trip (one script, O(groups), and the queue's registration); see
 // broker.Admin. MemoryBytes is Redis's MEMORY USAGE of the queue's
-// structures plus the average size of a few task hashes times the number
+// structures plus the average size of a few tasks times the number
 // of tasks.
 func (b *Broker) QueueStats(ctx context.Context, queue string) (*broker.QueueStats, error) {
 	k, err := b.check("queue stats", queue)
