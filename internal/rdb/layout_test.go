@@ -74,21 +74,8 @@ func TestTaskStringForm(t *testing.T) {
 
 	// An enqueue repeated (same message) succeeds; another message with
 	// the ID is a conflict, whatever the form.
-	if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: big("batch")}); err != nil {
-		t.Errorf("repeated Enqueue of a task in the string form: %v", err)
-	}
-	other := big("batch")
-	other.Payload = []byte("other")
-	if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: other}); !errors.Is(err, base.ErrTaskIDConflict) {
-		t.Errorf("Enqueue of another task with its ID = %v, want ErrTaskIDConflict", err)
-	}
-	other.Retention = time.Hour // enqueue_plain's HSETNX meets the string
-	if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: other}); !errors.Is(err, base.ErrTaskIDConflict) {
-		t.Errorf("Enqueue with a retention of another task with its ID = %v, want ErrTaskIDConflict", err)
-	}
-	if errs := b.EnqueueBatch(ctx, []broker.EnqueueParams{{Msg: other}, {Msg: big("past")}}); !errors.Is(errs[0], base.ErrTaskIDConflict) || errs[1] != nil {
-		t.Errorf("EnqueueBatch of a conflict and a repeat = %v, want [ErrTaskIDConflict <nil>]", errs)
-	}
+	checkRepeatAndConflict(t, b, big("batch"))
+	checkRepeatAndConflict(t, b, ret)
 
 	// Fetch leaves the form as it is; the first field written turns the
 	// task into a hash holding the same message.
@@ -168,17 +155,10 @@ func TestHashLayoutFixture(t *testing.T) {
 	}
 	// An enqueue repeated is still recognized; another message is a
 	// conflict.
-	if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: old("a")}); err != nil {
-		t.Errorf("repeated Enqueue of a fixture task: %v", err)
-	}
-	other := old("a")
-	other.Payload = []byte("other")
-	if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: other}); !errors.Is(err, base.ErrTaskIDConflict) {
-		t.Errorf("Enqueue of another task with a fixture task's ID = %v, want ErrTaskIDConflict", err)
-	}
-	if errs := b.EnqueueBatch(ctx, []broker.EnqueueParams{{Msg: old("b")}, {Msg: other}}); errs[0] != nil || !errors.Is(errs[1], base.ErrTaskIDConflict) {
-		t.Errorf("EnqueueBatch of a repeat and a conflict = %v, want [<nil> ErrTaskIDConflict]", errs)
-	}
+	checkRepeatAndConflict(t, b, old("a"))
+	bigOld := old("big")
+	bigOld.Payload = []byte(strings.Repeat("x", 100))
+	checkRepeatAndConflict(t, b, bigOld)
 	if err := b.DeleteTask(ctx, "old", "d"); err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +207,29 @@ func TestHashLayoutFixture(t *testing.T) {
 		}
 	}
 	checkInvariants(t, b)
+}
+
+// checkRepeatAndConflict checks that enqueueing m, which is stored, again
+// succeeds, and that another message with its ID, with or without a
+// retention (enqueue_plain's SET NX or HSETNX), alone or in a batch, is a
+// conflict.
+func checkRepeatAndConflict(t *testing.T, b *Broker, m *base.TaskMessage) {
+	t.Helper()
+	ctx := t.Context()
+	if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: m}); err != nil {
+		t.Errorf("repeated Enqueue of %s: %v", m.ID, err)
+	}
+	other := *m
+	other.Payload = []byte("other")
+	for _, r := range []time.Duration{0, time.Hour} {
+		other.Retention = r
+		if err := b.Enqueue(ctx, broker.EnqueueParams{Msg: &other}); !errors.Is(err, base.ErrTaskIDConflict) {
+			t.Errorf("Enqueue of another task with ID %s (retention %v) = %v, want ErrTaskIDConflict", m.ID, r, err)
+		}
+	}
+	if errs := b.EnqueueBatch(ctx, []broker.EnqueueParams{{Msg: &other}, {Msg: m}}); !errors.Is(errs[0], base.ErrTaskIDConflict) || errs[1] != nil {
+		t.Errorf("EnqueueBatch of a conflict and a repeat of %s = %v, want [ErrTaskIDConflict <nil>]", m.ID, errs)
+	}
 }
 
 // loadFixture runs the Redis commands of a fixture file: one a line,
