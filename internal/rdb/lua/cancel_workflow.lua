@@ -19,7 +19,7 @@ for _, id in ipairs(wf_lines(order)) do
   if redis.call('HEXISTS', wk, 'o:' .. id) == 0 then
     local nd = wf_node(wk, id)
     if nd and redis.call('HEXISTS', wf_qkey(nd.queue, 'leases'), nd.task) == 1 and
-      redis.call('HGET', wf_qkey(nd.queue, 't:') .. nd.task, 'W') == wk then
+      task_get(wf_qkey(nd.queue, 't:') .. nd.task, 'W')[1] == wk then
       redis.call('PUBLISH', ARGV[2], 'c:' .. nd.task)
     else
       if wf_cancel_task(wk, id, ARGV[3], now, ARGV[4], ARGV[1]) then n = n + 1 end

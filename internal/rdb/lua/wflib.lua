@@ -67,7 +67,8 @@ local function wf_release(wk, id, now, chan, lmax, tms)
   local n = wf_node(wk, id)
   if not n then return end
   local tk = wf_qkey(n.queue, 't:') .. n.task
-  local f = redis.call('HMGET', tk, 's', 'W')
+  -- task_get: the ID may since be another task's, in the string form.
+  local f = task_get(tk, 's', 'W')
   if f[1] ~= '8' or f[2] ~= wk then return end
   redis.call('ZREM', wf_qkey(n.queue, 'waiting'), n.task)
   if n.at > now then
@@ -91,7 +92,7 @@ local function wf_cancel_task(wk, id, msg, now, lmax, tms)
   local n = wf_node(wk, id)
   if not n then return false end
   local tk = wf_qkey(n.queue, 't:') .. n.task
-  local f = redis.call('HMGET', tk, 's', 'W', 'u')
+  local f = task_get(tk, 's', 'W', 'u')
   if f[2] ~= wk then return false end
   if redis.call('HEXISTS', wf_qkey(n.queue, 'leases'), n.task) == 1 then return false end
   local s = f[1] or '2'

@@ -13,7 +13,7 @@ for _, id in ipairs(wf_lines(order)) do
   local st = 0
   local nd = wf_node(wk, id)
   if nd then
-    local f = redis.call('HMGET', wf_qkey(nd.queue, 't:') .. nd.task, 'W', 's')
+    local f = task_get(wf_qkey(nd.queue, 't:') .. nd.task, 'W', 's')
     if f[1] == wk then
       if redis.call('HEXISTS', wf_qkey(nd.queue, 'leases'), nd.task) == 1 then
         st = 1
