@@ -265,3 +265,50 @@ func loadFixture(t *testing.T, b *Broker, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestWorkflowTaskIDReused checks that a workflow whose task finished and
+// was deleted reads its ID, taken since by a plain task in the string
+// form, as another task's: GetWorkflow and CancelWorkflow do not fail on
+// it and leave it alone.
+func TestWorkflowTaskIDReused(t *testing.T) {
+	b := newTestBroker(t, clockwork.NewFakeClockAt(epoch))
+	ctx := t.Context()
+	m := msg("wq", "w1")
+	m.Workflow, m.WorkflowTask = "wf", "a"
+	second := msg("wq", "w2")
+	second.Workflow, second.WorkflowTask = "wf", "b"
+	w := &base.Workflow{ID: "wf", Tasks: []*base.WorkflowTask{
+		{ID: "a", Msg: m},
+		{ID: "b", Msg: second, DependsOn: []base.Dependency{{Task: "a"}}},
+	}}
+	if err := b.EnqueueWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	ls := mustFetch(t, b, "wq", 1)
+	if len(ls) != 1 {
+		t.Fatalf("Fetch = %d tasks, want the workflow's first", len(ls))
+	}
+	if errs := b.Complete(ctx, []broker.LeaseRef{ls[0].Ref()}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	mustEnqueue(t, b, msg("wq", "w1"), time.Time{})
+	if got := keyType(t, b, "htq:{wq}:t:w1"); got != "string" {
+		t.Fatalf("the new task w1 is a %s, want a string", got)
+	}
+	info, err := b.GetWorkflow(ctx, "wf")
+	if err != nil {
+		t.Fatalf("GetWorkflow: %v", err)
+	}
+	for _, ti := range info.Tasks {
+		if ti.ID == "a" && ti.State != 0 {
+			t.Errorf("workflow task a reads as state %v, want 0 (its ID is another task's now)", ti.State)
+		}
+	}
+	if _, err := b.CancelWorkflow(ctx, "wf"); err != nil {
+		t.Fatalf("CancelWorkflow: %v", err)
+	}
+	if ti, err := b.GetTaskInfo(ctx, "wq", "w1"); err != nil || ti.State != base.StatePending {
+		t.Errorf("the plain task w1 after the cancel: %+v, %v; want it pending", ti, err)
+	}
+	checkInvariants(t, b)
+}
