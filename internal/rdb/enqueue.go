@@ -113,10 +113,10 @@ type openChunk struct {
 type enqueueChunk struct {
 	k     *queueKeys
 	idx   []int    // task j of the chunk is ps[idx[j]]
-	kinds []byte   // ARGV[4]: '.' plain (plainEnqueue), 'x' other
+	kinds []byte   // ARGV[4]: '.' plain, 'r' plain with a retention (plainEnqueue), 'x' other
 	args  []string // ARGV[1..5], then the IDs (ARGV[4] is set by call)
 	msgs  []string // the messages, after the IDs
-	ext   []string // the arguments of the 'x' tasks, after the messages
+	ext   []string // the arguments of the 'r' and 'x' tasks, after the messages
 	bytes int
 }
 
@@ -140,7 +140,12 @@ func (bt *enqueueBatch) add(k *queueKeys, i int, left int) {
 	c.msgs = append(c.msgs, msg)
 	c.bytes += len(msg)
 	if plainEnqueue(*p) {
-		c.kinds = append(c.kinds, '.')
+		if r := ms(m.Retention); r > 0 {
+			c.kinds = append(c.kinds, 'r')
+			c.ext = append(c.ext, bt.itoa(r))
+		} else {
+			c.kinds = append(c.kinds, '.')
+		}
 	} else {
 		var at, uttl, upx int64
 		if !p.ProcessAt.IsZero() {
@@ -301,7 +306,7 @@ func (b *Broker) enqueueCall(p broker.EnqueueParams) (*queueKeys, call, error) {
 		return k, call{
 			s:    scriptEnqPlain,
 			keys: []string{k.taskKey(m.ID), k.pending, k.events},
-			args: []string{encodeString(m), m.ID, channelEvents, k.name, b.nowArg(), b.logLen},
+			args: []string{encodeString(m), m.ID, channelEvents, k.name, itoa(ms(m.Retention)), b.nowArg(), b.logLen},
 		}, nil
 	}
 	var at int64
@@ -325,7 +330,7 @@ func (b *Broker) enqueueCall(p broker.EnqueueParams) (*queueKeys, call, error) {
 }
 
 // plainEnqueue tells whether p is the common Enqueue that enqueue_plain.lua
-// (or a '.' task of enqueue_batch.lua) stores: pending at once, with
+// (or a '.' or 'r' task of enqueue_batch.lua) stores: pending at once, with
 // no unique key, group, priority or fair-sharing key (a retention is
 // allowed).
 func plainEnqueue(p broker.EnqueueParams) bool {

@@ -363,13 +363,8 @@ func TestEnqueueBatchStates(t *testing.T) {
 	if p := redis(t, b, "LRANGE", "htq:{q}:pending", "0", "-1"); !slices.Equal(p, []string{"now", "p2", "due", "p1"}) {
 		t.Errorf("pending = %v", p)
 	}
-	// A pending task with nothing but a retention is in the string form
-	// (lua/lib.lua's task_get), which reads the retention from the message.
-	if typ := redis(t, b, "TYPE", "htq:{q}:t:due")[0]; typ != "string" {
-		t.Errorf("due is a %s, want a string", typ)
-	}
-	if ti, err := b.GetTaskInfo(ctx, "q", "due"); err != nil || ti.Message.Retention != time.Hour {
-		t.Errorf("GetTaskInfo(due) = %+v, %v; want a retention of 1h", ti, err)
+	if r := redis(t, b, "HGET", "htq:{q}:t:due", "R"); !slices.Equal(r, []string{"3600000"}) {
+		t.Errorf("retention field of due = %v", r)
 	}
 	checkInvariants(t, b)
 }

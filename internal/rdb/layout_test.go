@@ -23,9 +23,9 @@ func keyType(t *testing.T, b *Broker, key string) string {
 }
 
 // TestTaskStringForm checks which tasks are kept in the string form
-// (lua/lib.lua's task_get): a plain task, with or without a retention,
-// from every enqueue script, until a script writes one of its fields; and
-// that the form saves what it is for.
+// (lua/lib.lua's task_get): a plain task without a retention, from every
+// enqueue script, until a script writes one of its fields; and that the
+// form saves what it is for.
 func TestTaskStringForm(t *testing.T) {
 	b := newTestBroker(t, clockwork.NewFakeClockAt(epoch))
 	ctx := t.Context()
@@ -50,7 +50,7 @@ func TestTaskStringForm(t *testing.T) {
 	}
 	for id, want := range map[string]string{
 		"plain": "string", "past": "string", "batch": "string", "batch-past": "string",
-		"kept": "string", "later": "hash",
+		"kept": "hash", "later": "hash",
 	} {
 		if got := keyType(t, b, key(id)); got != want {
 			t.Errorf("task %s is a %s, want a %s", id, got, want)
@@ -122,14 +122,6 @@ func TestTaskStringForm(t *testing.T) {
 	}
 	if got := keyType(t, b, key("past")); got != "none" {
 		t.Errorf("a completed task without a retention is a %s, want deleted", got)
-	}
-	// The task with a retention is kept completed, a hash whose R is the
-	// retention its message carried.
-	if got := redis(t, b, "HMGET", key("kept"), "R", "s"); got[0] != "3600000" || got[1] != "6" {
-		t.Errorf("completed task with a retention: R, s = %q, want 3600000, 6", got)
-	}
-	if info, err := b.GetTaskInfo(ctx, q, "kept"); err != nil || info.State != base.StateCompleted {
-		t.Errorf("GetTaskInfo(kept) = %+v, %v; want it completed", info, err)
 	}
 	checkInvariants(t, b)
 }
@@ -319,62 +311,4 @@ func TestWorkflowTaskIDReused(t *testing.T) {
 		t.Errorf("the plain task w1 after the cancel: %+v, %v; want it pending", ti, err)
 	}
 	checkInvariants(t, b)
-}
-
-// TestMsgRetention checks lua/lib.lua's msg_retention, which reads the
-// retention of a task in the string form from its message, against Go's
-// encoding and rounding (ms), with every field before the retention
-// present or not, and that it never fails on bad bytes.
-func TestMsgRetention(t *testing.T) {
-	b := newTestBroker(t, nil)
-	lib, err := luaFiles.ReadFile("lua/lib.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := string(lib) + "\nreturn msg_retention(ARGV[1]) or 'none'"
-	eval := func(m string) string {
-		t.Helper()
-		got, err := b.c.Do(t.Context(), b.c.B().Eval().Script(src).Numkeys(0).Arg(m).Build()).ToString()
-		if err != nil {
-			t.Fatalf("msg_retention(%x): %v", m, err)
-		}
-		return got
-	}
-	retentions := []time.Duration{0, 1, time.Millisecond, 1500 * time.Microsecond, time.Hour, 400 * 24 * time.Hour}
-	for _, r := range retentions {
-		for variant := range 16 {
-			m := &base.TaskMessage{ID: "x", Queue: "q", Type: "t", MaxRetry: 300, Retention: r}
-			if variant&1 != 0 {
-				m.Payload = []byte(strings.Repeat("p", 200)) // a two-byte length
-			}
-			if variant&2 != 0 {
-				m.Timeout = 30 * time.Minute
-			}
-			if variant&4 != 0 {
-				m.Deadline = time.Unix(1_900_000_000, 123)
-			}
-			if variant&8 != 0 {
-				m.UniqueKey, m.UniqueTTL = "u", time.Hour
-				m.Headers = map[string]string{"traceparent": "00-x"}
-			}
-			want := "none"
-			if r > 0 {
-				want = strconv.FormatInt(ms(r), 10)
-			}
-			if got := eval(string(encodeMessage(nil, m))); got != want {
-				t.Errorf("retention %v, variant %d: msg_retention = %s, want %s", r, variant, got, want)
-			}
-		}
-	}
-	full := string(encodeMessage(nil, &base.TaskMessage{ID: "x", Queue: "q", Type: "t", Payload: []byte("p"), Retention: time.Hour}))
-	for i := range len(full) {
-		if got := eval(full[:i]); got != "none" {
-			t.Errorf("msg_retention of the first %d bytes = %s, want none", i, got)
-		}
-	}
-	for _, bad := range []string{"", "\x01", "\x01\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", "\x01\x10\x05ab"} {
-		if got := eval(bad); got != "none" {
-			t.Errorf("msg_retention(%q) = %s, want none", bad, got)
-		}
-	}
 }

@@ -24,11 +24,11 @@ end
 local wf = task_get(KEYS[1], 'W', 'N')
 redis.call('ZREM', KEYS[2], id)
 redis.call('HDEL', KEYS[3], id)
-task_hash(KEYS[1]) -- a hash from here on: its fields are read and written below
 if string.byte(h, -1) == 43 then -- '+': the task may have a key
   local k = redis.call('HGET', KEYS[1], 'k')
   if k and release_key(KEYS[10], k) then redis.call('PUBLISH', ARGV[8], 'r:' .. ARGV[9]) end
 end
+task_hash(KEYS[1])
 redis.call('HSET', KEYS[1], 's', '5', 'e', ARGV[4], 'f', istr(now))
 redis.call('ZADD', KEYS[4], now, id)
 count(KEYS[7], now, 1)

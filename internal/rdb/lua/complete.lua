@@ -39,7 +39,7 @@ for n = 1, #ids do
     local tk = KEYS[4] .. id
     local keep = 0
     if string.byte(held[n], -1) == 43 then -- '+': the task must be read
-      local f = task_get(tk, 'u', 'R', 'w', 'k', 'W', 'N', 'r')
+      local f = redis.call('HMGET', tk, 'u', 'R', 'w', 'k', 'W', 'N', 'r')
       release_unique(KEYS[5], f[1], id)
       if f[4] and release_key(KEYS[8], f[4]) then rejoined = true end
       if f[5] then wfs[#wfs + 1] = {f[5], f[6], f[7] or nil} end
@@ -50,7 +50,6 @@ for n = 1, #ids do
       end
     end
     if keep > 0 then
-      task_hash(tk)
       redis.call('HSET', tk, 's', '6', 'c', istr(now))
       redis.call('ZADD', KEYS[3], now + keep, id)
       states[#states + 1] = '6'

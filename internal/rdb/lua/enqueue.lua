@@ -17,8 +17,8 @@
 -- Publishes r:<queue> when pending went from empty to one task and
 -- s:<queue> when the task became the earliest scheduled one. Logs the
 -- enqueue (log_event).
--- A plain task (no unique key, group, due time, priority or key) costs
--- SET NX + LPUSH: SET NX is both the ID check and the first write.
+-- A plain task (no unique key, group, due time or retention) costs SET NX
+-- + LPUSH: SET NX is both the ID check and the first write.
 local id = ARGV[2]
 local ukey, gkey, at = ARGV[5], ARGV[8], tonumber(ARGV[4])
 local now
@@ -45,8 +45,8 @@ elseif at > 0 then
   if at > now then state = 3 end
 end
 -- Every precondition but the ID holds; the first write checks it: SET NX
--- of the message for a task that has no other field but its retention
--- (the string form, lib.lua's task_get), else HSETNX of m.
+-- of the message for a task that has no other field (the string form,
+-- lib.lua's task_get), else HSETNX of m.
 local h = {}
 if state ~= 2 then
   h[1] = 's'
@@ -55,6 +55,10 @@ end
 if ukey ~= '' then
   h[#h + 1] = 'u'
   h[#h + 1] = ukey
+end
+if ARGV[9] ~= '0' then
+  h[#h + 1] = 'R'
+  h[#h + 1] = ARGV[9]
 end
 if state == 7 then
   h[#h + 1] = 'g'
@@ -70,10 +74,6 @@ else
   end
   -- WRONGTYPE: a task in the string form holds the ID.
   if r ~= 1 then return stored_same(KEYS[1], ARGV[3]) and 0 or -1 end
-  if ARGV[9] ~= '0' then
-    h[#h + 1] = 'R'
-    h[#h + 1] = ARGV[9]
-  end
   redis.call('HSET', KEYS[1], unpack(h))
 end
 if ukey ~= '' then

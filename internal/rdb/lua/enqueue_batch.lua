@@ -6,11 +6,12 @@
 -- lanelib.lua)
 -- ARGV[1] now ms ('' = Redis TIME)   ARGV[2] events channel
 -- ARGV[3] queue name                 ARGV[4] kinds: one byte per task, '.'
---   plain (pending now; no unique key, group, priority or key; a
---   retention is read from the message), 'x' any other
+--   plain (pending now; no unique key, group or retention), 'r' plain with
+--   a retention, 'x' any other
 -- ARGV[5] event log length ('0' = off)
 -- ARGV[6 .. 5+n] the n task IDs, ARGV[6+n .. 5+2n] their messages (codec),
--- then, in task order, 8 arguments per 'x' task: process-at ms (0 = now), unique key ('' = none), unique TTL
+-- then, in task order, 1 argument per 'r' task (retention ms) and 8 per
+-- 'x' task: process-at ms (0 = now), unique key ('' = none), unique TTL
 -- ms, lock PX ms (cleanup only), group key ('' = none), retention ms,
 -- priority ('' = 0), fair-sharing key ('' = none).
 -- A pending task of a priority or a key goes to its lane (lanelib.lua) on
@@ -24,7 +25,8 @@
 -- key used twice: the first one stored wins, and the same task twice is
 -- stored once). A refused task writes nothing.
 -- Costs: a plain task one SET NX (its ID check and its write, as in
--- enqueue.lua; the string form of lib.lua's task_get); any other task an EXISTS (which also sees the IDs stored
+-- enqueue.lua; the string form of lib.lua's task_get), or with a
+-- retention an HSETNX and an HSET of it; any other task an EXISTS (which also sees the IDs stored
 -- earlier in the chunk) and an HSET, plus the SET of its lock; the locks
 -- are read with one MGET first. The lists are written once per chunk: one
 -- LPUSH, one ZADD, one ZADD per group, one SADD. Publishes r:<queue> once
@@ -33,8 +35,8 @@
 -- enqueues are logged in one entry, in task order (log_events); a task
 -- stored already ('=') is not logged again.
 -- No task is left half written by an error: MGET and EXISTS do not fail;
--- SET NX is called with pcall, and a key of any type that holds the
--- task's name goes to stored_same, which reads by type, and OOM or a write ban can only refuse the
+-- SET NX and HSETNX are called with pcall, WRONGTYPE (a key of another
+-- type holds the task's name) goes to stored_same, which reads by type, and OOM or a write ban can only refuse the
 -- first write of a script, before anything was written (the script then
 -- ends with that error). As in enqueue.lua, only a pending, scheduled,
 -- group or groups key of another type would fail a write after others.
@@ -47,16 +49,20 @@ for i = 1, n do tk[i] = tprefix .. ARGV[5 + i] end
 
 -- Reads.
 local xb -- task index -> ARGV index of its first 'x' argument
+local rb -- task index -> ARGV index of an 'r' task's retention
 local now
 local locks = {} -- task index -> value of its lock (false: none)
 if string.find(kinds, '[^.]') then
-  xb = {}
+  xb, rb = {}, {}
   local lkeys, li = {}, {}
   local need_now = false
   local b = 6 + 2 * n
   for i = 1, n do
     local k = string.byte(kinds, i)
-    if k ~= 46 then -- not '.'
+    if k == 114 then -- 'r'
+      rb[i] = b
+      b = b + 1
+    elseif k ~= 46 then -- not '.'
       xb[i] = b
       if ARGV[b + 1] ~= '' then
         lkeys[#lkeys + 1] = KEYS[4] .. ARGV[b + 1]
@@ -97,13 +103,22 @@ for i = 1, n do
   local c
   local b = xb and xb[i]
   if not b then
-    local r = redis.pcall('SET', tk[i], ARGV[m0 + i], 'NX') -- the string form
-    if type(r) == 'table' and r.ok then r = 1 elseif not r then r = 0 end
+    local ret = rb and rb[i]
+    local r
+    if ret then
+      r = redis.pcall('HSETNX', tk[i], 'm', ARGV[m0 + i])
+    else
+      r = redis.pcall('SET', tk[i], ARGV[m0 + i], 'NX') -- the string form
+      if type(r) == 'table' and r.ok then r = 1 elseif not r then r = 0 end
+    end
     if r == 1 then
       c = '2'
+      if ret then redis.call('HSET', tk[i], 'R', ARGV[ret]) end
       np = np + 1
       pend[np] = ARGV[5 + i]
-    elseif r == 0 then
+    elseif r == 0 or string.sub(r.err, 1, 9) == 'WRONGTYPE' then
+      -- WRONGTYPE: a key of another type, maybe a task in the string
+      -- form, holds the ID.
       c = stored_same(tk[i], ARGV[m0 + i]) and '=' or 'i'
     else
       return r -- refused before the first write: nothing was written
@@ -147,6 +162,10 @@ for i = 1, n do
         claimed[ukey] = true
         redis.call('SET', KEYS[4] .. ukey, istr(now + tonumber(ARGV[b + 2])) .. ':' .. id, 'PX', ARGV[b + 3])
       end
+      if ret ~= '0' then
+        h[#h + 1] = 'R'
+        h[#h + 1] = ret
+      end
       if c == '7' then
         h[#h + 1] = 'g'
         h[#h + 1] = gkey
@@ -156,10 +175,6 @@ for i = 1, n do
       if #h == 2 then
         redis.call('SET', tk[i], h[2]) -- the string form, as enqueue.lua
       else
-        if ret ~= '0' then
-          h[#h + 1] = 'R'
-          h[#h + 1] = ret
-        end
         redis.call('HSET', tk[i], unpack(h))
       end
       if c == '7' then

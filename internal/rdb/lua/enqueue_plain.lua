@@ -6,17 +6,29 @@
 -- KEYS[1] task key    KEYS[2] pending list   KEYS[3] event log (stream)
 -- ARGV[1] message (codec)   ARGV[2] task ID
 -- ARGV[3] events channel    ARGV[4] queue name
--- ARGV[5] event time ms ('' = the log entry's)  ARGV[6] event log length
+-- ARGV[5] retention ms ('0' = none; htq serve keeps completed tasks, so
+--         most of its tasks carry one)
+-- ARGV[6] event time ms ('' = the log entry's)  ARGV[7] event log length
 -- ('0' = off)
 -- Returns 2 (pending), 0 when the task is stored already with this very
 -- message, propagated headers aside (an earlier attempt of the same
 -- Enqueue; see lib.lua's stored_same, inlined here; nothing is logged),
 -- or -1 when another task holds the ID (nothing written).
 -- The first write is also the ID check: SET NX of the message, the
--- task's string form (lib.lua's task_get; a retention is read from the
--- message). Publishes r:<queue> when pending went from empty to one task;
--- logs the enqueue as lib.lua's log_event would.
-local stored = redis.call('SET', KEYS[1], ARGV[1], 'NX')
+-- task's string form (lib.lua's task_get), without a retention; HSETNX
+-- of m with one, which HSET R then joins. Publishes r:<queue> when
+-- pending went from empty to one task; logs the enqueue as lib.lua's
+-- log_event would.
+local stored
+if ARGV[5] == '0' then
+  stored = redis.call('SET', KEYS[1], ARGV[1], 'NX')
+else
+  local r = redis.pcall('HSETNX', KEYS[1], 'm', ARGV[1])
+  if type(r) == 'table' and string.sub(r.err, 1, 9) ~= 'WRONGTYPE' then
+    return r -- refused before the first write: nothing was written
+  end
+  stored = r == 1 -- WRONGTYPE: a task in the string form holds the ID
+end
 if not stored then
   local t = redis.call('TYPE', KEYS[1]).ok
   local s
@@ -44,14 +56,15 @@ if not stored then
   end
   return 0
 end
+if ARGV[5] ~= '0' then redis.call('HSET', KEYS[1], 'R', ARGV[5]) end
 if redis.call('LPUSH', KEYS[2], ARGV[2]) == 1 then
   redis.call('PUBLISH', ARGV[3], 'r:' .. ARGV[4])
 end
-if ARGV[6] ~= '0' then
-  if ARGV[5] == '' then
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'e', '2\n' .. ARGV[2])
+if ARGV[7] ~= '0' then
+  if ARGV[6] == '' then
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', '2\n' .. ARGV[2])
   else
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'e', '2\n' .. ARGV[2], 'T', ARGV[5])
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', '2\n' .. ARGV[2], 'T', ARGV[6])
   end
 end
 return 2

@@ -33,85 +33,33 @@ local function content(m)
 end
 
 -- A task is kept in one of two forms under its key tk: a hash of the
--- fields above, or, while it has no field but its message and the
--- retention the message carries (a plain task, with or without a
--- retention, pending or active), a string holding the message: about 140
--- bytes less per task, since a message longer than 64 bytes
--- (hash-max-listpack-value) makes a hash a hashtable. Scripts read a task
--- with task_get and turn it into a hash with task_hash before they write
--- one of its fields; only its deletion (DEL) needs neither.
-
--- msg_retention returns the retention of message m (codec.go) in ms,
--- rounded up as Go's ms does, or false when it has none (or m cannot be
--- read: it never fails on bad bytes). It reads the fields before the
--- retention: uvarint lengths and numbers, zigzag varints.
-local function msg_retention(m)
-  local flags = string.byte(m, 2)
-  if not flags or bit.band(flags, 16) == 0 then return false end
-  local i = string.byte(m, 1) == 2 and 4 or 3
-  local function uv()
-    local x, mul = 0, 1
-    for _ = 1, 10 do
-      local c = string.byte(m, i)
-      if not c then return nil end
-      i = i + 1
-      if c < 128 then return x + c * mul end
-      x = x + (c - 128) * mul
-      mul = mul * 128
-    end
-    return nil
-  end
-  local function str() -- skips a string; false when m ends first
-    local n = uv()
-    if not n then return false end
-    i = i + n
-    return i <= #m + 1
-  end
-  if not str() then return false end -- type
-  if bit.band(flags, 1) ~= 0 and not str() then return false end -- payload
-  if not uv() then return false end -- max retry
-  if bit.band(flags, 2) ~= 0 and not uv() then return false end -- timeout
-  if bit.band(flags, 4) ~= 0 and not (uv() and uv()) then return false end -- deadline
-  if bit.band(flags, 8) ~= 0 and not (str() and uv()) then return false end -- unique key, TTL
-  local z = uv()
-  if not z or z % 2 == 1 or z == 0 then return false end -- a retention is positive
-  return string.format('%d', math.ceil(z / 2 / 1e6))
-end
+-- fields above, or, while it has no field but its message (a plain task
+-- enqueued without a retention, pending or active), a string holding the
+-- message: about 140 bytes less per task, since a message longer than
+-- 64 bytes (hash-max-listpack-value) makes a hash a hashtable. Scripts
+-- read a task with task_get and turn it into a hash with task_hash
+-- before they write one of its fields; only its deletion (DEL) needs
+-- neither.
 
 -- task_get reads the fields of task tk as HMGET would, in either form:
--- from the string form, 'm' is its value, 'R' the retention its message
--- carries, and every other field is absent.
+-- from the string form, 'm' is its value and every other field is absent.
 local function task_get(tk, ...)
   local t = redis.call('TYPE', tk).ok
   if t ~= 'string' then return redis.call('HMGET', tk, ...) end
   local m = redis.call('GET', tk)
   local out = {}
-  for i, f in ipairs({...}) do
-    if f == 'm' then
-      out[i] = m
-    elseif f == 'R' then
-      out[i] = m and msg_retention(m)
-    else
-      out[i] = false
-    end
-  end
+  for i, f in ipairs({...}) do out[i] = f == 'm' and m end
   return out
 end
 
--- task_hash turns task tk into a hash when it is in the string form, with
--- the fields that form stands for (m, and R when the message carries a
--- retention), so that its fields can be written; a hash, or no key, is
--- left as it is.
+-- task_hash turns task tk into a hash when it is in the string form (a
+-- write that changes no field), so that its fields can be written; a
+-- hash, or no key, is left as it is.
 local function task_hash(tk)
   if redis.call('TYPE', tk).ok == 'string' then
     local m = redis.call('GET', tk)
-    local r = msg_retention(m)
     redis.call('DEL', tk)
-    if r then
-      redis.call('HSET', tk, 'm', m, 'R', r)
-    else
-      redis.call('HSET', tk, 'm', m)
-    end
+    redis.call('HSET', tk, 'm', m)
   end
 end
 

@@ -26,11 +26,11 @@ local wk = task_get(KEYS[1], 'W')[1]
 if wk and redis.call('HGET', wk, 'x') == '1' then return 2 end
 redis.call('ZREM', KEYS[2], id)
 redis.call('HDEL', KEYS[3], id)
-task_hash(KEYS[1]) -- a hash from here on: its fields are read and written below
 if string.byte(h, -1) == 43 then -- '+': the task may have a key
   local k = redis.call('HGET', KEYS[1], 'k')
   if k and release_key(KEYS[8], k) then redis.call('PUBLISH', ARGV[8], 'r:' .. ARGV[9]) end
 end
+task_hash(KEYS[1])
 redis.call('HSET', KEYS[1], 's', '4', 'e', ARGV[5], 'f', istr(now))
 redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), id)
 count(KEYS[5], now, 1)
