@@ -21,6 +21,7 @@ import (
 //	task_check_interval=DURATION          Config.TaskCheckInterval
 //	delayed_task_check_interval=DURATION  Config.DelayedTaskCheckInterval
 //	cluster=true                          addr is a node of a Redis Cluster (redis-cluster://)
+//	retention=DURATION                    htq.Retention on every task (as htq serve keeps its tasks)
 //
 // -queue may name several queues, comma-separated: enqueues go to them in
 // turn and the workers serve them all with equal weight (the scale-out
@@ -40,6 +41,8 @@ type htqImpl struct {
 	dir string
 
 	taskCheck, delayedCheck time.Duration
+	// retention, when not 0, is given to every task (htq.Retention).
+	retention time.Duration
 }
 
 const htqTaskType = "bench:noop"
@@ -84,6 +87,8 @@ func newHTQ(h *htqImpl, addr string, opts map[string]string) (Impl, error) {
 				h.taskCheck = d
 			case "delayed_task_check_interval":
 				h.delayedCheck = d
+			case "retention":
+				h.retention = d
 			default:
 				return nil, fmt.Errorf("unknown htq option %q", k)
 			}
@@ -114,13 +119,23 @@ func (h *htqImpl) pick() string {
 	return h.queues[(h.next.Add(1)-1)%uint64(len(h.queues))]
 }
 
+// opts returns the options of the next enqueue: its queue, and the
+// retention when one is set.
+func (h *htqImpl) opts(more ...htq.Option) []htq.Option {
+	o := append([]htq.Option{htq.Queue(h.pick())}, more...)
+	if h.retention > 0 {
+		o = append(o, htq.Retention(h.retention))
+	}
+	return o
+}
+
 func (h *htqImpl) Enqueue(ctx context.Context, payload []byte) error {
-	_, err := h.client.EnqueueContext(ctx, htq.NewTask(htqTaskType, payload), htq.Queue(h.pick()))
+	_, err := h.client.EnqueueContext(ctx, htq.NewTask(htqTaskType, payload), h.opts()...)
 	return err
 }
 
 func (h *htqImpl) EnqueueIn(ctx context.Context, payload []byte, d time.Duration) error {
-	_, err := h.client.EnqueueContext(ctx, htq.NewTask(htqTaskType, payload), htq.Queue(h.pick()), htq.ProcessIn(d))
+	_, err := h.client.EnqueueContext(ctx, htq.NewTask(htqTaskType, payload), h.opts(htq.ProcessIn(d))...)
 	return err
 }
 
@@ -131,7 +146,7 @@ func (h *htqImpl) EnqueueBatch(ctx context.Context, payloads [][]byte) error {
 	for i, p := range payloads {
 		tasks[i] = htq.NewTask(htqTaskType, p)
 	}
-	_, err := h.client.EnqueueBatch(ctx, tasks, htq.Queue(h.pick()))
+	_, err := h.client.EnqueueBatch(ctx, tasks, h.opts()...)
 	return err
 }
 
