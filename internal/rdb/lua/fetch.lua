@@ -170,9 +170,21 @@ local deadline = now + lease
 local out = {deadline, lease}
 local zadd, lset = {}, {}
 local n = 0
-for _, id in ipairs(ids) do
-  local tk = KEYS[5] .. id
-  local f = task_get(tk, 'm', 'n', 'e', 'f', 'u', 'R', 'w', 'W')
+-- One MGET reads the tasks in the string form (lib.lua's task_get): it
+-- answers nil for a hash, or no key, which HMGET then reads.
+local tks, strs = {}, {}
+for i, id in ipairs(ids) do tks[i] = KEYS[5] .. id end
+for a = 1, #tks, 4000 do
+  local part = redis.call('MGET', unpack(tks, a, math.min(a + 3999, #tks)))
+  for j = 1, #part do strs[a + j - 1] = part[j] end
+end
+for i, id in ipairs(ids) do
+  local f
+  if strs[i] then
+    f = {strs[i], false, false, false}
+  else
+    f = redis.call('HMGET', tks[i], 'm', 'n', 'e', 'f', 'u', 'R', 'w', 'W')
+  end
   if f[1] then
     n = n + 1
     local tok = ARGV[4] .. n
