@@ -40,6 +40,7 @@ type config struct {
 	htqBin, backend, redisBin, scenarios, label string
 	run                                         int
 	nSingle, conns                              int
+	nRequestCPU                                 int
 	nBatch, batch, batchConns                   int
 	nDispatch, dispatchConc                     int
 	nTiming                                     int
@@ -59,10 +60,11 @@ func main() {
 	flag.StringVar(&c.htqBin, "htq", "", "path of the htq binary to measure (required)")
 	flag.StringVar(&c.backend, "backend", "redis", "storage: redis (a private redis-server) or file (embedded, temp dir)")
 	flag.StringVar(&c.redisBin, "redis-server", "redis-server", "redis-server binary")
-	flag.StringVar(&c.scenarios, "scenario", "enqueue,batch,dispatch,timing", "comma list of scenarios: enqueue, batch, dispatch, timing, scaleout (not in the default: one redis-server or Cluster per invocation, see -topology)")
+	flag.StringVar(&c.scenarios, "scenario", "enqueue,batch,dispatch,timing", "comma list of scenarios: enqueue, batch, dispatch, timing, request-cpu (htq serve's CPU per request of /v1, HTQ's addTask and a refused addTask, net/http at -conns), scaleout (not in the default: one redis-server or Cluster per invocation, see -topology)")
 	flag.StringVar(&c.label, "label", "", "label copied into every JSON line")
 	flag.IntVar(&c.run, "run", 1, "run number copied into every JSON line")
 	flag.IntVar(&c.nSingle, "n-enqueue", 100000, "single-task enqueues to time (after 2,000 of warm-up)")
+	flag.IntVar(&c.nRequestCPU, "n-request-cpu", 20000, "request-cpu: requests of each kind to time (after 2,000 of warm-up)")
 	flag.IntVar(&c.conns, "conns", 32, "keep-alive connections of the single-enqueue scenario")
 	flag.IntVar(&c.nBatch, "n-batch", 300000, "tasks to enqueue in the batch scenario")
 	flag.IntVar(&c.batch, "batch", 1000, "tasks per batch request")
@@ -111,6 +113,8 @@ func main() {
 			err = withService(c, c.dispatchConc, func(sv *service) error { return scenarioDispatch(c, sv) })
 		case "timing":
 			err = withService(c, 0, func(sv *service) error { return scenarioTiming(c, sv) })
+		case "request-cpu":
+			err = withService(c, 0, func(sv *service) error { return scenarioRequestCPU(c, sv) })
 		case "scaleout":
 			err = scenarioScaleout(c)
 		default:
@@ -146,6 +150,12 @@ func emit(c config, scenario string, fields map[string]any) {
 }
 
 const token = "servebench-token-0123456789"
+
+// The credentials of HTQ's /api endpoints (request-cpu's addTask).
+const (
+	htqAppKey   = "servebench-app"
+	htqAppToken = "servebench-app-token-0123456789"
+)
 
 // service is a running htq serve with its storage.
 type service struct {
@@ -289,7 +299,8 @@ func startServe(c config, broker string, concurrency int, stops *stopper) (*serv
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args := []string{"serve", "--addr", addr, "--storage", broker, "--token", token,
-		"--allow-targets", "127.0.0.0/8", "--log-level", "warn"}
+		"--allow-targets", "127.0.0.0/8", "--log-level", "warn",
+		"--htq-app-key", htqAppKey, "--htq-app-token", htqAppToken}
 	if concurrency > 0 {
 		args = append(args, "--concurrency", strconv.Itoa(concurrency))
 	}
@@ -768,9 +779,13 @@ func printSummary(path string, w io.Writer) error {
 			Backend  string  `json:"backend"`
 			Metric   string  `json:"metric"`
 			Value    float64 `json:"value"`
+			Request  string  `json:"request"` // serve-request-cpu's kind
 		}
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
+		}
+		if rec.Request != "" {
+			rec.Scenario += " " + rec.Request
 		}
 		if rec.Scenario == "serve-scaleout" {
 			continue // printScaleoutSummary's
