@@ -3,6 +3,11 @@
 #   make test    install what the tests need (redis-server) and run every test with -race
 #   make example run the example worker + client against Redis (REDIS_URL, default a local redis-server)
 #   make serve   run htq serve on :5999 with the embedded store in ./htq-data (ARGS="--storage redis://…" for more)
+#   make bench   every peer comparison of issue 12 in one run and one table of ratios (bench/README.md):
+#                asynq and htq on one Redis, htq embedded and River on SQLite, htq serve's CPU per request;
+#                about 25 min (QUICK=1: about 6 min). Needs Go and what `make deps` installs (redis-server,
+#                redis-cli, redis-benchmark); the Go module proxy for its first run
+#   make bench-peer   htq and asynq only, with every scenario of bench/peer (bench/run.sh)
 #   make bench-serve  measure htq serve (HTTP enqueue, batches, URL dispatch) against Redis and the embedded store
 #   make min-go  build, vet and test (-short) with the oldest Go go.mod allows (the toolchain comes from the Go proxy)
 #   make fuzz    run every fuzz test of FUZZ_TARGETS for FUZZTIME each (default 1m)
@@ -12,7 +17,7 @@
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps vet build example bench serve bench-serve min-go fuzz chaos
+.PHONY: test deps vet build example bench bench-peer serve bench-serve min-go fuzz chaos
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -39,6 +44,9 @@ vet:
 	$(GO) vet ./...
 	cd bench/embedded && $(GO) vet ./...
 	cd bench/workflow && $(GO) vet ./...
+	cd bench/all && $(GO) vet ./...
+	cd bench/serve && $(GO) vet ./...
+	cd bench/river && $(GO) vet ./...
 
 build:
 	$(GO) build ./...
@@ -59,6 +67,9 @@ example: deps
 	./scripts/run-example.sh
 
 bench: deps
+	./bench/all/run.sh
+
+bench-peer: deps
 	cd bench && ./run.sh
 
 serve:

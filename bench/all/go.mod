@@ -1,0 +1,3 @@
+module github.com/htqueue/htq/bench/all
+
+go 1.26.0
