@@ -223,6 +223,27 @@ type taskJSON struct {
 	ResultBase64  string          `json:"result_base64,omitempty"`
 	Workflow      string          `json:"workflow,omitempty"`
 	WorkflowTask  string          `json:"workflow_task,omitempty"`
+	// Callbacks are a URL task's callbacks, in GET of one task only.
+	Callbacks []callbackJSON `json:"callbacks,omitempty"`
+}
+
+// callbackJSON is one of a URL task's callbacks as GET of the task shows
+// it: the URL (credentials hidden) and the task that makes (or made) its
+// request, while that task is kept.
+type callbackJSON struct {
+	Kind   string            `json:"kind"`
+	URL    string            `json:"url"`
+	TaskID string            `json:"task_id"`
+	Task   *callbackTaskJSON `json:"task,omitempty"`
+}
+
+// callbackTaskJSON is the state of a callback's task.
+type callbackTaskJSON struct {
+	State       string     `json:"state"`
+	Retried     int        `json:"retried"`
+	MaxRetry    int        `json:"max_retry"`
+	LastError   string     `json:"last_error,omitempty"`
+	CompletedAt *time.Time `json:"completed_at,omitempty"`
 }
 
 // payloadJSON is how a task's payload is shown: as JSON when it is valid
@@ -297,7 +318,45 @@ func (h *handler) getTask(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, h.taskView(r.Context(), info))
+	t := h.taskView(r.Context(), info)
+	if t.Callbacks, err = h.callbacks(info); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+// callbacks are the callbacks of a URL task (none for another task): each
+// URL set at enqueue, redacted as storage URLs are (base.RedactURL), with
+// the ID of the task that makes its request (model.CallbackTaskID) and
+// that task's state while it is kept. The task is stored when the outcome
+// it reports is written, so there is none before; after its retention
+// there is none again.
+func (h *handler) callbacks(info *htq.TaskInfo) ([]callbackJSON, error) {
+	if info.Type != model.TypeURL {
+		return nil, nil
+	}
+	ut, err := model.DecodeURLTask(info.Payload)
+	if err != nil {
+		return nil, nil // shown as the payload it is; nothing to add
+	}
+	var out []callbackJSON
+	for _, cb := range []struct{ kind, url string }{{model.CallbackSuccess, ut.Callback}, {model.CallbackFailure, ut.FailureCallback}} {
+		if cb.url == "" {
+			continue
+		}
+		c := callbackJSON{Kind: cb.kind, URL: base.RedactURL(cb.url), TaskID: model.CallbackTaskID(info.ID, cb.kind)}
+		ct, err := h.inspector.GetTaskInfo(info.Queue, c.TaskID)
+		switch {
+		case err == nil:
+			c.Task = &callbackTaskJSON{State: ct.State.String(), Retried: ct.Retried, MaxRetry: ct.MaxRetry,
+				LastError: ct.LastErr, CompletedAt: timePtr(ct.CompletedAt)}
+		case !errors.Is(err, htq.ErrTaskNotFound):
+			return nil, fmt.Errorf("task %s: its %s's task: %w", info.ID, cb.kind, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // MaxPageSize bounds page_size in listings.

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -58,6 +60,22 @@ type URLTask struct {
 	// WithoutProcessAt).
 	ProcessAt *time.Time `json:"process_at,omitempty"`
 }
+
+// DerivedID is the ID of a task made on behalf of task id: id followed by
+// suffix, or, when that would be longer than the limit, a hash of id
+// followed by suffix.
+func DerivedID(id, suffix string) string {
+	if len(id)+len(suffix) <= base.MaxIDLen {
+		return id + suffix
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "v" + hex.EncodeToString(sum[:16]) + suffix
+}
+
+// CallbackTaskID is the ID of the task that makes task id's callback of
+// kind (CallbackSuccess or CallbackFailure): "<id>~callback" or
+// "<id>~failure_callback" (see DerivedID for long IDs).
+func CallbackTaskID(id, kind string) string { return DerivedID(id, "~"+kind) }
 
 // CallbackOf names the task a callback reports on.
 type CallbackOf struct {

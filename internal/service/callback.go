@@ -2,9 +2,7 @@ package service
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/htqueue/htq"
-	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/dispatch"
 	"github.com/htqueue/htq/internal/model"
 )
@@ -106,20 +103,9 @@ func (x *urlHandler) callback(ctx context.Context, q *model.Queue, id string, p 
 	}
 	retention := max(q.CompletedRetention(x.defaults), minCallbackRetention)
 	_, err = x.client.EnqueueContext(context.WithoutCancel(ctx), htq.NewTask(model.TypeURL, payload),
-		htq.Queue(q.Name), htq.TaskID(derivedID(id, "~"+kind)), htq.MaxRetry(maxRetry), htq.Retention(retention))
+		htq.Queue(q.Name), htq.TaskID(model.CallbackTaskID(id, kind)), htq.MaxRetry(maxRetry), htq.Retention(retention))
 	if err != nil && !errors.Is(err, htq.ErrTaskIDConflict) {
 		return fmt.Errorf("task %s: store its %s: %w: %w", id, kind, errCallbackNotStored, err)
 	}
 	return nil
-}
-
-// derivedID is the ID of a task made on behalf of task id: id followed by
-// suffix, or, when that would be longer than the limit, a hash of id
-// followed by suffix.
-func derivedID(id, suffix string) string {
-	if len(id)+len(suffix) <= base.MaxIDLen {
-		return id + suffix
-	}
-	sum := sha256.Sum256([]byte(id))
-	return "v" + hex.EncodeToString(sum[:16]) + suffix
 }

@@ -57,6 +57,23 @@ func TestCallbacks(t *testing.T) {
 			c.waitTask("cb", id, 10*time.Second, "completed", inState("completed"))
 			failed.none(t, 300*time.Millisecond)
 			ok.none(t, 0)
+			// GET of the task names both callbacks; the one made links its
+			// task, completed; the failure callback has none.
+			tv := c.waitTask("cb", id+"~callback", 10*time.Second, "the callback's task completed", inState("completed"))
+			if tv.Type != "htq:url" {
+				t.Errorf("the callback's task %+v, want a URL task", tv)
+			}
+			tv, _ = c.task("cb", id)
+			if len(tv.Callbacks) != 2 {
+				t.Fatalf("callbacks %+v, want callback and failure_callback", tv.Callbacks)
+			}
+			cb, fcb := tv.Callbacks[0], tv.Callbacks[1]
+			if cb.Kind != "callback" || cb.URL != ok.URL+"/ok" || cb.TaskID != id+"~callback" || cb.Task == nil || cb.Task.State != "completed" {
+				t.Errorf("callback %+v (task %+v), want %s/ok made by the completed task %s~callback", cb, cb.Task, ok.URL, id)
+			}
+			if fcb.Kind != "failure_callback" || fcb.URL != failed.URL+"/failed" || fcb.TaskID != id+"~failure_callback" || fcb.Task != nil {
+				t.Errorf("failure callback %+v (task %+v), want %s/failed and no task", fcb, fcb.Task, failed.URL)
+			}
 		})
 
 		t.Run("archived after the last retry", func(t *testing.T) {
@@ -93,6 +110,12 @@ func TestCallbacks(t *testing.T) {
 			first, second := ok.next(t, 10*time.Second), ok.next(t, 10*time.Second)
 			callbackOf(t, first, id)
 			callbackOf(t, second, id)
+			tv := c.waitTask("cb", id, 10*time.Second, "its callback's task completed", func(tv taskView, found bool) bool {
+				return found && len(tv.Callbacks) > 0 && tv.Callbacks[0].Task != nil && tv.Callbacks[0].Task.State == "completed"
+			})
+			if ct := tv.Callbacks[0].Task; ct.Retried != 1 || !strings.Contains(ct.LastError, "502") {
+				t.Errorf("the callback's task %+v, want 1 retry after its 502", ct)
+			}
 			if first.header.Get("Webhook-Id") != second.header.Get("Webhook-Id") || second.header.Get("Htq-Retry-Count") != "1" {
 				t.Errorf("retried callback: webhook-id %q then %q, Htq-Retry-Count %q",
 					first.header.Get("Webhook-Id"), second.header.Get("Webhook-Id"), second.header.Get("Htq-Retry-Count"))

@@ -212,6 +212,19 @@ type taskView struct {
 	Completed  *time.Time      `json:"completed_at"`
 	Retention  int64           `json:"retention_ms"`
 	IsOrphaned bool            `json:"is_orphaned"`
+	Callbacks  []callbackView  `json:"callbacks"`
+}
+
+// callbackView is one of a URL task's callbacks as GET of the task shows it.
+type callbackView struct {
+	Kind   string `json:"kind"`
+	URL    string `json:"url"`
+	TaskID string `json:"task_id"`
+	Task   *struct {
+		State     string `json:"state"`
+		Retried   int    `json:"retried"`
+		LastError string `json:"last_error"`
+	} `json:"task"`
 }
 
 // task reads a task; ok is false when the API answers 404.

@@ -325,5 +325,5 @@ func nextRunID(id string) string {
 			root, n = id[:i], k
 		}
 	}
-	return derivedID(root, "~"+strconv.Itoa(n+1))
+	return model.DerivedID(root, "~"+strconv.Itoa(n+1))
 }

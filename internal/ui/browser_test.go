@@ -694,3 +694,75 @@ func TestWorkflowPage(t *testing.T) {
 		}
 	})
 }
+
+// TestCallbackLinks: a URL task's page shows its callbacks (the URLs, and
+// for the one whose outcome was delivered or is being delivered, its task
+// linked with its state, retries and last error; the other says why there
+// is none), and the callback's task links back to the task it reports on.
+// Real targets: the task's own succeeds, one callback target fails (500),
+// the other succeeds; a second task is refused (404) and archived at once.
+func TestCallbackLinks(t *testing.T) {
+	backends(t, func(t *testing.T, broker string) {
+		svc := startService(t, broker, false)
+		c := newClient(t, svc.URL())
+		target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/cb-down":
+				http.Error(w, "callback receiver is down", http.StatusInternalServerError)
+			case "/gone":
+				http.NotFound(w, r)
+			}
+		}))
+		t.Cleanup(target.Close)
+		// Retries an hour on: each failed callback stays in retry.
+		c.must(http.StatusCreated, "POST", "/v1/queues", map[string]any{"name": "hooks", "mode": "real_time", "min_backoff_ms": 3600000}, nil)
+		opts := map[string]any{"callback": target.URL + "/cb-down", "failure_callback": target.URL + "/cb-ok"}
+		ok := c.enqueue("hooks", map[string]any{"url": target.URL + "/ok", "options": opts})
+		gone := c.enqueue("hooks", map[string]any{"url": target.URL + "/gone", "options": opts})
+		deadline := time.Now().Add(15 * time.Second)
+		for c.taskState("hooks", ok+"~callback") != "retry" || c.taskState("hooks", gone+"~failure_callback") != "completed" {
+			if time.Now().After(deadline) {
+				t.Fatalf("callbacks' tasks %s, %s; want retry (its target answers 500) and completed",
+					c.taskState("hooks", ok+"~callback"), c.taskState("hooks", gone+"~failure_callback"))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+
+		ctx := newBrowser(t)
+		base := svc.URL()
+		step(t, ctx, "log in",
+			chromedp.Navigate(base+"/ui/login"),
+			chromedp.SendKeys(chromedp.CSS("#token"), testToken),
+			chromedp.Click(chromedp.CSS("#login-submit")),
+			chromedp.WaitVisible(chromedp.CSS(`#queues tr[data-queue="hooks"]`)))
+		row := func(kind string) string {
+			return eval[string](t, ctx, `document.querySelector('#callbacks tr[data-kind="`+kind+`"] td').textContent`)
+		}
+
+		step(t, ctx, "the task that succeeded", chromedp.Navigate(base+"/ui/queues/hooks/tasks/"+ok), chromedp.WaitVisible(chromedp.CSS(`#callback-task-callback`)))
+		if got := row("callback"); !strings.Contains(got, "POST "+target.URL+"/cb-down") || !strings.Contains(got, ok+"~callback") ||
+			!strings.Contains(got, "retry") || !strings.Contains(got, "retries 1 of") || !strings.Contains(got, "500") {
+			t.Errorf("its callback reads %q: want the URL, the task %s~callback in retry after 1 attempt, and its 500", got, ok)
+		}
+		if got := row("failure_callback"); !strings.Contains(got, "POST "+target.URL+"/cb-ok") || !strings.Contains(got, "not made: the task was completed") {
+			t.Errorf("its failure callback reads %q", got)
+		}
+		screenshot(t, ctx, screenshotDir(t), "callbacks")
+		step(t, ctx, "the callback's task", chromedp.Click(chromedp.CSS(`#callback-task-callback`)), chromedp.WaitVisible(chromedp.CSS(`#callback-of-link`)))
+		if got := eval[string](t, ctx, `document.querySelector('#last-error').textContent`); !strings.Contains(got, "500") {
+			t.Errorf("the callback's task's last error %q, want its 500", got)
+		}
+		if got := eval[string](t, ctx, `location.pathname`); got != "/ui/queues/hooks/tasks/"+ok+"~callback" {
+			t.Errorf("the callback's link opened %q", got)
+		}
+		step(t, ctx, "back to the task it reports on", chromedp.Click(chromedp.CSS(`#callback-of-link`)), chromedp.WaitVisible(chromedp.CSS(`#callbacks`)))
+
+		step(t, ctx, "the task archived at once", chromedp.Navigate(base+"/ui/queues/hooks/tasks/"+gone), chromedp.WaitVisible(chromedp.CSS(`#callback-task-failure_callback`)))
+		if got := row("failure_callback"); !strings.Contains(got, gone+"~failure_callback") || !strings.Contains(got, "completed") {
+			t.Errorf("its failure callback reads %q: want the task %s~failure_callback, completed", got, gone)
+		}
+		if got := row("callback"); !strings.Contains(got, "not made: the task was archived") {
+			t.Errorf("its callback reads %q", got)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 // A task: its fields, payload and result (as JSON, text or hex), last
-// error, attempts, for a URL task the target and the last answer's
-// status, and the actions its state allows.
+// error, attempts, for a URL task the target, the last answer's status
+// and its callbacks (each with the task that makes its request), and the
+// actions its state allows.
 
 import { call, paths, APIError } from '../api.js';
 import { h, num, dur, badge, link, when, clip } from '../dom.js';
@@ -93,7 +94,7 @@ export function mount(main, { queue, id }) {
       for (const part of [error, payload, result]) part.update(null, () => null);
       return;
     }
-    details.update([t, clockTick()], () => detailPanels(t));
+    details.update([t, clockTick()], () => detailPanels(queue, t));
     error.update(t.last_error || '', () => (t.last_error
       ? h('div', { class: 'panel panel-error' }, h('h2', { text: 'Last error' }), h('pre', { class: 'code', id: 'last-error', text: t.last_error })) : null));
     payload.update([t.payload, t.payload_base64], () => h('div', { class: 'panel' }, h('h2', { text: 'Payload' }), viewer('payload', t.payload, t.payload_base64)));
@@ -103,9 +104,41 @@ export function mount(main, { queue, id }) {
   return p;
 }
 
-// detailPanels shows a task's fields and, for a URL task, its request and
-// the status of its last answer.
-function detailPanels(t) {
+// callbackWhen says when a callback of kind is made, for a task in state
+// whose callback's task is not (or no longer) there.
+function callbackWhen(kind, state) {
+  const due = kind === 'callback' ? 'completed' : 'archived';
+  if (state === due) return 'made; its task is no longer kept';
+  if (state === 'completed' || state === 'archived') return `not made: the task was ${state}`;
+  return kind === 'callback' ? 'made when the task succeeds' : 'made when the task is archived after its last attempt';
+}
+
+// callbacksPanel shows a URL task's callbacks: each URL (as the API gives
+// it, a password hidden) and the task that makes its request, linked, with
+// its state, retries and last error.
+function callbacksPanel(queue, t) {
+  const qbase = `/ui/queues/${encodeURIComponent(queue)}/tasks/`;
+  const rows = t.callbacks.map((c) => {
+    const made = c.task
+      ? [link(qbase + encodeURIComponent(c.task_id), c.task_id, { class: 'mono', id: `callback-task-${c.kind}` }), ' ', badge(c.task.state),
+        ` retries ${c.task.retried} of ${c.task.max_retry}`,
+        c.task.last_error ? h('div', { class: 'mono muted', text: clip(c.task.last_error, 160) }) : null]
+      : h('span', { class: 'muted', text: callbackWhen(c.kind, t.state) });
+    return h('tr', { dataset: { kind: c.kind } },
+      h('th', { text: c.kind === 'callback' ? 'On success' : 'On failure' }),
+      h('td', {}, h('div', { class: 'mono', text: `POST ${c.url}` }), h('div', { class: 'callback-task' }, made)));
+  });
+  return h('div', { class: 'panel', id: 'callbacks' }, h('h2', { text: 'Callbacks' }), table([], rows, { class: 'kv' }));
+}
+
+// isCallback reports whether t is the task that makes another's callback.
+function isCallback(t) {
+  return t.type === URL_TYPE && t.payload?.callback_of?.task_id;
+}
+
+// detailPanels shows a task's fields and, for a URL task, its request,
+// the status of its last answer and its callbacks.
+function detailPanels(queue, t) {
   const isURL = t.type === URL_TYPE && t.payload;
   const fields = [
     ['State', badge(t.state)],
@@ -114,6 +147,8 @@ function detailPanels(t) {
     t.group ? ['Group', t.group] : null,
     t.priority ? ['Priority', String(t.priority)] : null,
     t.key ? ['Key', h('span', { class: 'mono', text: t.key })] : null,
+    isCallback(t) ? ['Callback of', [link(`/ui/queues/${encodeURIComponent(queue)}/tasks/${encodeURIComponent(t.payload.callback_of.task_id)}`,
+      t.payload.callback_of.task_id, { id: 'callback-of-link', class: 'mono' }), ` (its ${t.payload.callback_of.kind.replace('_', ' ')})`]] : null,
     t.workflow ? ['Workflow', [link(`/ui/workflows/${encodeURIComponent(t.workflow)}`, t.workflow, { id: 'workflow-link', class: 'mono' }), ` (task ${t.workflow_task})`]] : null,
     t.next_process_at ? ['Next run', when(t.next_process_at)] : null,
     t.last_failed_at ? ['Last failed', when(t.last_failed_at)] : null,
@@ -138,5 +173,6 @@ function detailPanels(t) {
       u.timeout_ms ? kv('Timeout', dur(u.timeout_ms)) : null,
       u.variable ? kv('Repeats', `every ${dur((u.variable.interval_s || 0) * 1000)} (variable queue)`) : null,
     ], { class: 'kv' })) : null,
+    t.callbacks?.length ? callbacksPanel(queue, t) : null,
   ];
 }
