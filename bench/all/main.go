@@ -327,7 +327,7 @@ func writeTable(w io.Writer, rs []result) {
 		if r.Peer != "" {
 			peer = r.Peer + " " + cell(r.PeerValue, len(r.PeerRuns))
 			if r.Ratio != nil {
-				ratio = strconv.FormatFloat(*r.Ratio, 'f', 2, 64) + "×"
+				ratio = strconv.FormatFloat(*r.Ratio, 'g', 3, 64) + "×"
 			}
 		}
 		goalText, met := r.Goal, "—"
