@@ -651,6 +651,19 @@ func TestReadOnlyDashboard(t *testing.T) {
 	}
 }
 
+// loggedIn opens a browser on the dashboard at base, logs in with the
+// token and waits for the overview to list queue.
+func loggedIn(t *testing.T, base, queue string) context.Context {
+	t.Helper()
+	ctx := newBrowser(t)
+	step(t, ctx, "log in",
+		chromedp.Navigate(base+"/ui/login"),
+		chromedp.SendKeys(chromedp.CSS("#token"), testToken),
+		chromedp.Click(chromedp.CSS("#login-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#queues tr[data-queue="`+queue+`"]`)))
+	return ctx
+}
+
 // TestWorkflowPage: a task of a workflow links to the workflow's page,
 // which shows each task's state and outcome; its cancel, confirmed,
 // cancels what has not run.
@@ -665,13 +678,8 @@ func TestWorkflowPage(t *testing.T) {
 		}}, nil)
 		id, token := c.lease("shop")
 		c.must(http.StatusNoContent, "POST", "/v1/queues/shop/tasks/"+id+"/ack", map[string]any{"token": token}, nil)
-		ctx := newBrowser(t)
 		base := svc.URL()
-		step(t, ctx, "log in",
-			chromedp.Navigate(base+"/ui/login"),
-			chromedp.SendKeys(chromedp.CSS("#token"), testToken),
-			chromedp.Click(chromedp.CSS("#login-submit")),
-			chromedp.WaitVisible(chromedp.CSS(`#queues tr[data-queue="shop"]`)))
+		ctx := loggedIn(t, base, "shop")
 		step(t, ctx, "the waiting tab", chromedp.Navigate(base+"/ui/queues/shop?state=waiting"), chromedp.WaitVisible(chromedp.CSS(`#tasks tbody tr`)))
 		if got := eval[string](t, ctx, `document.querySelector('.tabs a[data-tab="waiting"] .count').textContent`); got != "1" {
 			t.Errorf("waiting tab counts %q, want 1", got)
@@ -728,13 +736,8 @@ func TestCallbackLinks(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 
-		ctx := newBrowser(t)
 		base := svc.URL()
-		step(t, ctx, "log in",
-			chromedp.Navigate(base+"/ui/login"),
-			chromedp.SendKeys(chromedp.CSS("#token"), testToken),
-			chromedp.Click(chromedp.CSS("#login-submit")),
-			chromedp.WaitVisible(chromedp.CSS(`#queues tr[data-queue="hooks"]`)))
+		ctx := loggedIn(t, base, "hooks")
 		row := func(kind string) string {
 			return eval[string](t, ctx, `document.querySelector('#callbacks tr[data-kind="`+kind+`"] td').textContent`)
 		}
