@@ -5,7 +5,7 @@
 #   make serve   run htq serve on :5999 with the embedded store in ./htq-data (ARGS="--storage redis://…" for more)
 #   make bench   every peer comparison of issue 12 in one run and one table of ratios (bench/README.md):
 #                asynq and htq on one Redis, htq embedded and River on SQLite, htq serve's CPU per request;
-#                about 25 min (QUICK=1: about 6 min). Needs Go and what `make deps` installs (redis-server,
+#                about 26 min at load 20 on 2 cores (QUICK=1: about 7 min). Needs Go and what `make deps` installs (redis-server,
 #                redis-cli, redis-benchmark); the Go module proxy for its first run
 #   make bench-peer   htq and asynq only, with every scenario of bench/peer (bench/run.sh)
 #   make bench-serve  measure htq serve (HTTP enqueue, batches, URL dispatch) against Redis and the embedded store

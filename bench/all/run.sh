@@ -3,8 +3,8 @@
 # of ratios measured in that run (bench/README.md, "make bench"; how to read
 # it: docs/performance.md).
 #
-#   make bench            # full: 3 repetitions (about 25 minutes on 2 cores)
-#   QUICK=1 make bench    # 1 repetition, smaller runs (about 6 minutes)
+#   make bench            # full: 3 repetitions (about 26 minutes on 2 cores at load 20)
+#   QUICK=1 make bench    # 1 repetition, smaller runs (about 7 minutes at load 20)
 #
 # Each repetition runs, one after the other:
 #   1. bench/peer/run-peer.sh with IMPLS="asynq htq htq-file": asynq and htq on
