@@ -35,11 +35,32 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		fmt.Fprintf(buf, `{"error":{"code":%q,"message":%q}}`+"\n", codeInternal, "encode response: "+err.Error())
 	}
+	writeBody(w, status, buf.Bytes())
+}
+
+// writeBody answers with status and body, JSON, as writeJSON does.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
-	hdr.Set("Content-Length", strconv.Itoa(buf.Len()))
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
+}
+
+// appendString appends s as a JSON string, byte for byte as encoding/json
+// writes it (HTML characters escaped, invalid UTF-8 as U+FFFD): between
+// quotes as it is when it is printable ASCII that needs no escape, else
+// by encoding/json.
+func appendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always encodes
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // decodeJSON reads the request body, at most MaxBodyBytes of it, as one
