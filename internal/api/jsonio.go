@@ -25,11 +25,7 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
-	defer func() {
-		if buf.Cap() <= 1<<20 {
-			bufPool.Put(buf)
-		}
-	}()
+	defer putBuf(buf)
 	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		buf.Reset()
 		status = http.StatusInternalServerError
@@ -69,6 +65,38 @@ func appendString(dst []byte, s string) []byte {
 // the limit is an *http.MaxBytesError.
 func (h *handler) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return decodeFrom(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), v)
+}
+
+// decodeSpec reads the body of a single-task enqueue into spec: by
+// model.DecodeSpec when the body is in the shape it reads, else as
+// decodeJSON does. Either way the task, or the error, is the one
+// decodeJSON gives.
+func (h *handler) decodeSpec(w http.ResponseWriter, r *http.Request, spec *model.TaskSpec) error {
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer putBuf(buf)
+	buf.Reset()
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)); err != nil {
+		// Too large, or not UTF-8: the decoder meets the error where it
+		// would have.
+		return decodeFrom(io.MultiReader(bytes.NewReader(buf.Bytes()), errReader{err}), spec)
+	}
+	if model.DecodeSpec(buf.Bytes(), spec) {
+		return nil
+	}
+	*spec = model.TaskSpec{}
+	return decodeFrom(bytes.NewReader(buf.Bytes()), spec)
+}
+
+// errReader fails every Read with err.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// putBuf returns buf to bufPool unless it grew past 1 MiB.
+func putBuf(buf *bytes.Buffer) {
+	if buf.Cap() <= 1<<20 {
+		bufPool.Put(buf)
+	}
 }
 
 // decodeFrom reads one JSON value from rd into v, as decodeJSON.

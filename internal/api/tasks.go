@@ -38,7 +38,7 @@ func writeEnqueued(w http.ResponseWriter, status int, info *htq.TaskInfo) {
 		return
 	}
 	buf := bufPool.Get().(*bytes.Buffer)
-	defer bufPool.Put(buf)
+	defer putBuf(buf)
 	buf.Reset()
 	b := append(buf.AvailableBuffer(), `{"id":`...)
 	b = appendString(b, info.ID)
@@ -55,7 +55,7 @@ func writeEnqueued(w http.ResponseWriter, status int, info *htq.TaskInfo) {
 	}
 	b = append(b, "}\n"...)
 	writeBody(w, status, b)
-	if n := cap(b); n > buf.Cap() && n <= 1<<20 {
+	if n := cap(b); n > buf.Cap() {
 		buf.Grow(n) // the next answer starts with what this one needed
 	}
 }
@@ -79,7 +79,7 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var spec model.TaskSpec
-	if err := h.decodeJSON(w, r, &spec); err != nil {
+	if err := h.decodeSpec(w, r, &spec); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
