@@ -43,22 +43,6 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// appendString appends s as a JSON string, byte for byte as encoding/json
-// writes it (HTML characters escaped, invalid UTF-8 as U+FFFD): between
-// quotes as it is when it is printable ASCII that needs no escape, else
-// by encoding/json.
-func appendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s) // a string always encodes
-			return append(dst, b...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
-}
-
 // decodeJSON reads the request body, at most MaxBodyBytes of it, as one
 // JSON value into v. Unknown fields, trailing data, a wrong type and bad
 // syntax are ErrInvalidArgument errors naming what is wrong; a body over

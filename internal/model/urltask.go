@@ -297,15 +297,6 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-// Encode returns the task's payload.
-func (t *URLTask) Encode() ([]byte, error) {
-	b, err := json.Marshal(t)
-	if err != nil {
-		return nil, fmt.Errorf("model: encode URL task: %w", err)
-	}
-	return b, nil
-}
-
 // WithoutProcessAt returns the payload of a URL task without its due time,
 // as the API shows it; a payload that does not decode is returned as it is.
 func WithoutProcessAt(payload []byte) []byte {

@@ -1,0 +1,58 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// FuzzAppendString compares AppendString with encoding/json's Marshal of
+// the same string.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "http://a/b?c=1&d=<2>", "\"\\\b\f\n\r\t\x00\x1f\x7f", "é\u2028\u2029\xff\xe2\x80", "日本"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendString([]byte("x"), s); !bytes.Equal(got[1:], want) || got[0] != 'x' {
+			t.Fatalf("AppendString(%q) = %q, json.Marshal %q", s, got, want)
+		}
+	})
+}
+
+// FuzzURLTaskEncode compares URLTask.Encode with json.Marshal of the same
+// task.
+func FuzzURLTaskEncode(f *testing.F) {
+	f.Add("http://127.0.0.1:1/x?i=1&j=2", "POST", "X-A", "1", "{}", "", int64(0), "", "", int64(1796169600123456789), true, false)
+	f.Add("https://a/<b>", "get", "", "", "", "AAEC", int64(5000), "http://c/", "http://d/", int64(0), false, true)
+	f.Add("u", "M", "k\xff", "v\u2028", "b\n", "", int64(-1), "", "", int64(-1), true, false)
+	f.Fuzz(func(t *testing.T, url, method, hk, hv, body, body64 string, timeout int64, cb, fcb string, nanos int64, due, variable bool) {
+		task := &URLTask{URL: url, Method: method, Body: body, BodyBase64: body64, TimeoutMS: timeout,
+			Callback: cb, FailureCallback: fcb}
+		if hk != "" || hv != "" {
+			task.Headers = map[string]string{hk: hv, hk + "2": hv, "A" + hk: ""}
+		}
+		if due {
+			at := time.Unix(0, nanos).UTC()
+			if nanos < 0 {
+				at = at.AddDate(-3000, 0, 0)
+			}
+			if nanos%3 == 1 {
+				at = at.In(time.FixedZone("z", 3600))
+			}
+			task.ProcessAt = &at
+		}
+		if variable {
+			task.Variable = &Variable{IntervalS: float64(timeout) / 7}
+		}
+		got, gotErr := task.Encode()
+		want, wantErr := json.Marshal(task)
+		if (gotErr != nil) != (wantErr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("Encode: %q %v\njson.Marshal: %q %v", got, gotErr, want, wantErr)
+		}
+	})
+}
