@@ -37,11 +37,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeBody answers with status and body, JSON, as writeJSON does.
 func writeBody(w http.ResponseWriter, status int, body []byte) {
 	hdr := w.Header()
-	hdr.Set("Content-Type", "application/json")
-	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	hdr["Content-Type"] = contentTypeJSON
+	hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
+
+// contentTypeJSON is the Content-Type of every JSON answer, one slice for
+// all: an answer's header is only read once set (Add would append to a
+// copy, its capacity being its length).
+var contentTypeJSON = []string{"application/json"}
 
 // decodeJSON reads the request body, at most MaxBodyBytes of it, as one
 // JSON value into v. Unknown fields, trailing data, a wrong type and bad

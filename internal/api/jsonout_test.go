@@ -37,7 +37,7 @@ func FuzzWriteEnqueued(f *testing.F) {
 		if got.Code != want.Code || !bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) {
 			t.Fatalf("writeEnqueued: %d %q\nwriteJSON:    %d %q", got.Code, got.Body, want.Code, want.Body)
 		}
-		for _, h := range []string{"Content-Type", "Content-Length"} {
+		for _, h := range []string{"Content-Type", "Content-Length", "Content-Encoding"} {
 			if got.Header().Get(h) != want.Header().Get(h) {
 				t.Fatalf("%s: %q, writeJSON %q", h, got.Header().Get(h), want.Header().Get(h))
 			}

@@ -163,11 +163,30 @@ var htqAdded, _ = json.Marshal(htqReply{ErrorCode: htqOK, Message: htqMsgAdded})
 // writeHTQBody answers body, encoded JSON, as writeHTQ does.
 func writeHTQBody(w http.ResponseWriter, status int, body []byte) {
 	hdr := w.Header()
-	hdr.Set("Content-Type", "text/html; charset=utf-8")
-	hdr.Set("Content-Length", strconv.Itoa(len(body)))
-	hdr.Set("Access-Control-Allow-Origin", "*")
+	// One slice per value for every answer: an answer's header is only
+	// read once set (Add would append to a copy, its capacity being its
+	// length).
+	hdr["Content-Type"] = htqContentType
+	hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
+	hdr["Access-Control-Allow-Origin"] = htqAllowOrigin
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+var (
+	htqContentType = []string{"text/html; charset=utf-8"}
+	htqAllowOrigin = []string{"*"}
+)
+
+// writeHTQReply answers an htqReply as writeHTQ does, without
+// encoding/json's reflection (TestWriteHTQReply compares the two).
+func writeHTQReply(w http.ResponseWriter, status int, r htqReply) {
+	b := make([]byte, 0, 40+len(r.Message))
+	b = append(b, `{"error_code":`...)
+	b = strconv.AppendInt(b, int64(r.ErrorCode), 10)
+	b = append(b, `,"message":`...)
+	b = model.AppendString(b, r.Message)
+	writeHTQBody(w, status, append(b, '}'))
 }
 
 // htqFail answers an HTQ error code, with reason after HTQ's message.
@@ -188,7 +207,7 @@ func (h *Handler) htqFail(w http.ResponseWriter, r *http.Request, code int, msg 
 		}
 		msg += ": " + err.Error()
 	}
-	writeHTQ(w, status, htqReply{ErrorCode: code, Message: msg})
+	writeHTQReply(w, status, htqReply{ErrorCode: code, Message: msg})
 }
 
 // htqForm parses a urlencoded or multipart/form-data body (at most

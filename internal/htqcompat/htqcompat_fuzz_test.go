@@ -1,7 +1,11 @@
 package htqcompat
 
 import (
+	"bytes"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +78,24 @@ func FuzzHTQFields(f *testing.F) {
 			return
 		}
 		_ = vals.Encode()
+	})
+}
+
+// FuzzWriteHTQReply checks that an HTQ reply written by hand is, byte for
+// byte and header for header, what writeHTQ writes of it.
+func FuzzWriteHTQReply(f *testing.F) {
+	f.Add(1001, "添加失败: URL task: url \"http://a/<b>&c\" is not allowed\n\xff")
+	f.Add(0, "")
+	f.Add(-7, "\u2028")
+	f.Fuzz(func(t *testing.T, code int, msg string) {
+		got, want := httptest.NewRecorder(), httptest.NewRecorder()
+		writeHTQReply(got, http.StatusOK, htqReply{ErrorCode: code, Message: msg})
+		writeHTQ(want, http.StatusOK, htqReply{ErrorCode: code, Message: msg})
+		if got.Code != want.Code || !bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) {
+			t.Fatalf("writeHTQReply: %d %q\nwriteHTQ:      %d %q", got.Code, got.Body, want.Code, want.Body)
+		}
+		if !reflect.DeepEqual(got.Header(), want.Header()) {
+			t.Fatalf("headers %v, writeHTQ %v", got.Header(), want.Header())
+		}
 	})
 }
