@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -137,9 +138,29 @@ func New(api http.Handler, opts Options) (*Handler, error) {
 	return h, nil
 }
 
-// ServeHTTP serves one request.
+// ServeHTTP serves one request. An API call (a clean path under /v1/ or
+// /api/) goes straight to toAPI, where the mux would send it, without the
+// mux's lookup; the mux takes every other request (and redirects an
+// unclean path, as before).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodConnect && apiPath(r.URL.EscapedPath()) {
+		h.toAPI(w, r)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// apiPath reports whether p is a path under /v1/ or /api/ that is in its
+// clean form (which the mux would not redirect).
+func apiPath(p string) bool {
+	if !strings.HasPrefix(p, "/v1/") && !strings.HasPrefix(p, "/api/") {
+		return false
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") {
+		c += "/"
+	}
+	return c == p
 }
 
 // root sends / and /ui to the dashboard.
