@@ -56,24 +56,25 @@ func (h *handler) decodeJSON(w http.ResponseWriter, r *http.Request, v any) erro
 	return decodeFrom(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), v)
 }
 
-// decodeSpec reads the body of a single-task enqueue into spec: by
-// model.DecodeSpec when the body is in the shape it reads, else as
-// decodeJSON does. Either way the task, or the error, is the one
-// decodeJSON gives.
-func (h *handler) decodeSpec(w http.ResponseWriter, r *http.Request, spec *model.TaskSpec) error {
+// decodeBody reads the request body into v as decodeJSON does, first
+// offering it, read whole into a pooled buffer, to fast: a reader of the
+// body's common shapes that fills v and reports true, or reports false
+// and leaves v as it was (model.DecodeSpec, model.DecodeSpecs), for
+// encoding/json to read. Either way v, or the error, is what decodeJSON
+// gives.
+func (h *handler) decodeBody(w http.ResponseWriter, r *http.Request, v any, fast func([]byte) bool) error {
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer putBuf(buf)
 	buf.Reset()
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)); err != nil {
 		// Too large, or not UTF-8: the decoder meets the error where it
 		// would have.
-		return decodeFrom(io.MultiReader(bytes.NewReader(buf.Bytes()), errReader{err}), spec)
+		return decodeFrom(io.MultiReader(bytes.NewReader(buf.Bytes()), errReader{err}), v)
 	}
-	if model.DecodeSpec(buf.Bytes(), spec) {
+	if fast(buf.Bytes()) {
 		return nil
 	}
-	*spec = model.TaskSpec{}
-	return decodeFrom(bytes.NewReader(buf.Bytes()), spec)
+	return decodeFrom(bytes.NewReader(buf.Bytes()), v)
 }
 
 // errReader fails every Read with err.

@@ -79,7 +79,14 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var spec model.TaskSpec
-	if err := h.decodeSpec(w, r, &spec); err != nil {
+	if err := h.decodeBody(w, r, &spec, func(b []byte) bool {
+		var s model.TaskSpec
+		if !model.DecodeSpec(b, &s) {
+			return false
+		}
+		spec = s
+		return true
+	}); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -140,7 +147,7 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req batchRequest
-	if err := h.decodeJSON(w, r, &req); err != nil {
+	if err := h.decodeBody(w, r, &req, func(b []byte) bool { return model.DecodeSpecs(b, &req.Tasks) }); err != nil {
 		h.writeError(w, r, err)
 		return
 	}

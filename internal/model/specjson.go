@@ -22,8 +22,50 @@ func DecodeSpec(b []byte, s *TaskSpec) bool {
 	if !json.Valid(b) {
 		return false
 	}
-	*s = TaskSpec{}
 	r := specReader{b: b}
+	return r.spec(s)
+}
+
+// DecodeSpecs reads b, the body of a batch enqueue ({"tasks": [...]}),
+// into specs as DecodeSpec reads one task: when b is an object whose one
+// key is tasks, an array of tasks DecodeSpec reads, as encoding/json reads
+// it into a struct whose one field is a []TaskSpec tagged "tasks". It
+// reports false for anything else, and leaves *specs as it was
+// (FuzzDecodeSpecs compares).
+func DecodeSpecs(b []byte, specs *[]TaskSpec) bool {
+	if !json.Valid(b) {
+		return false
+	}
+	r := specReader{b: b}
+	var out []TaskSpec
+	if !r.object(func(key []byte) bool {
+		if string(key) != "tasks" || out != nil || r.b[r.i] != '[' {
+			return false
+		}
+		out = []TaskSpec{}
+		r.i = skipSpace(r.b, r.i+1)
+		for r.b[r.i] != ']' {
+			if r.b[r.i] == ',' {
+				r.i = skipSpace(r.b, r.i+1)
+			}
+			out = append(out, TaskSpec{})
+			if !r.spec(&out[len(out)-1]) {
+				return false
+			}
+			r.i = skipSpace(r.b, r.i)
+		}
+		r.i++
+		return true
+	}) {
+		return false
+	}
+	*specs = out
+	return true
+}
+
+// spec reads the task object at i into s (see DecodeSpec).
+func (r *specReader) spec(s *TaskSpec) bool {
+	*s = TaskSpec{}
 	var seen uint16
 	return r.object(func(key []byte) bool {
 		var bit uint16

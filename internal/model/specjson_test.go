@@ -94,3 +94,39 @@ func TestDecodeSpecTakesCommonBodies(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeSpecs checks that every batch body DecodeSpecs reads,
+// encoding/json reads to the same tasks (as the API's batch request).
+func FuzzDecodeSpecs(f *testing.F) {
+	for _, s := range specSeeds {
+		f.Add([]byte(`{"tasks":[` + s + `]}`))
+		f.Add([]byte(`{"tasks":[` + s + `, ` + s + `]}`))
+	}
+	for _, s := range []string{`{"tasks":[]}`, `{"tasks":null}`, `{"tasks":[],"tasks":[]}`, `{"tasks":[{"type":"a"}],"x":1}`, ` { "tasks" : [ {"type":"a"} , {"url":"http://a/"} ] } `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast []TaskSpec
+		body := bytes.Clone(b)
+		if !DecodeSpecs(body, &fast) {
+			return
+		}
+		for i := range body {
+			body[i] = 'X'
+		}
+		var std struct {
+			Tasks []TaskSpec `json:"tasks"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&std); err != nil {
+			t.Fatalf("DecodeSpecs read %q, encoding/json refuses it: %v", b, err)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			t.Fatalf("DecodeSpecs read %q, encoding/json finds data after it", b)
+		}
+		if !reflect.DeepEqual(fast, std.Tasks) {
+			t.Fatalf("%q:\nDecodeSpecs   %#v\nencoding/json %#v", b, fast, std.Tasks)
+		}
+	})
+}
