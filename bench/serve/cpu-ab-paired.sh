@@ -60,13 +60,16 @@ for rep in $(seq "$REPS"); do
     if [ $((rep % 2)) = 1 ]; then start 0 "$backend" "$1"; start 1 "$backend" "$2"; else start 0 "$backend" "$2"; start 1 "$backend" "$1"; fi
     both "$work/v1load" -base {B} -n 2000 -token $TOK >/dev/null
     read v0 v1 < <(both "$work/v1load" -base {B} -n "$N" -token $TOK); ok0=$(grep -c "errors=0" "$work/out0"); ok1=$(grep -c "errors=0" "$work/out1")
+    cat "$work/out0" >"$work/err0"; cat "$work/out1" >"$work/err1"
     both "$work/load" -base {B} -n 2000 -exec "$later" -target http://127.0.0.1:1/x >/dev/null
     read h0 h1 < <(both "$work/load" -base {B} -n "$N" -exec "$later" -target http://127.0.0.1:1/x); ok0=$ok0$(grep -c "errors=0" "$work/out0"); ok1=$ok1$(grep -c "errors=0" "$work/out1")
+    cat "$work/out0" >>"$work/err0"; cat "$work/out1" >>"$work/err1"
     # 10.0.0.0/8 is private and not allowed: every request is refused (all count as errors)
     read f0 f1 < <(both "$work/load" -base {B} -n "$N" -exec "$later" -target http://10.9.9.9/x); ok0=$ok0$(grep -c "errors=$N" "$work/out0"); ok1=$ok1$(grep -c "errors=$N" "$work/out1")
+    cat "$work/out0" >>"$work/err0"; cat "$work/out1" >>"$work/err1"
     load=$(cut -d' ' -f1 /proc/loadavg)
     for i in 0 1; do
-      v=v$i h=h$i f=f$i okv=ok$i; st=ok; [ "${!okv}" = 111 ] || st="ERRORS: $(cat "$work/serve$i.log" | tr '\n' ' ')"
+      v=v$i h=h$i f=f$i okv=ok$i; st=ok; [ "${!okv}" = 111 ] || st="ERRORS (v1, addTask, refused as expected: ${!okv}): $(cat "$work/err$i" "$work/serve$i.log" | tr '\n' ' ')"
       echo "rep=$rep backend=$backend label=${L[$i]} v1_us=${!v} addtask_us=${!h} refused_us=${!f} load=$load $st" | tee -a "$work/lines"
     done
     for i in 0 1; do kill ${P[$i]}; wait ${P[$i]} 2>/dev/null; [ -n "${R[$i]}" ] && { kill ${R[$i]}; wait ${R[$i]} 2>/dev/null; }; done
