@@ -10,7 +10,7 @@
 #   bench/serve/cpu-ab-paired.sh before=/tmp/htq-before after=/tmp/htq-after
 #
 # REPS (5) pairs per backend, N (20000) requests per measurement, BACKENDS ("file redis"). The two
-# swap their ports and start order every repetition.
+# builds swap sides (which starts first, whose output is read first) every repetition.
 set -u
 REPS=${REPS:-5}; N=${N:-20000}; BACKENDS=${BACKENDS:-"file redis"}
 [ $# -eq 2 ] || { echo "usage: $0 labelA=binary labelB=binary" >&2; exit 2; }
