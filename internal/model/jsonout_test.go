@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -55,4 +56,22 @@ func FuzzURLTaskEncode(f *testing.F) {
 			t.Fatalf("Encode: %q %v\njson.Marshal: %q %v", got, gotErr, want, wantErr)
 		}
 	})
+}
+
+// Encode writes by hand every field of URLTask but Variable and
+// CallbackOf (which it leaves to json.Marshal): a field added to URLTask
+// must be added to Encode, and here, or it would be dropped from the
+// payload.
+func TestURLTaskEncodeKnowsEveryField(t *testing.T) {
+	written := map[string]bool{"URL": true, "Method": true, "Headers": true, "Body": true, "BodyBase64": true,
+		"TimeoutMS": true, "Variable": true, "Callback": true, "FailureCallback": true, "CallbackOf": true, "ProcessAt": true}
+	typ := reflect.TypeFor[URLTask]()
+	for i := range typ.NumField() {
+		if f := typ.Field(i); !written[f.Name] {
+			t.Errorf("URLTask.%s: not written by Encode", f.Name)
+		}
+	}
+	if typ.NumField() != len(written) {
+		t.Errorf("URLTask has %d fields, Encode knows %d", typ.NumField(), len(written))
+	}
 }
