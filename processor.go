@@ -28,6 +28,13 @@ import (
 // so that no task waits behind a long one while another server is idle.
 // Leased tasks waiting for a worker have their leases renewed like running
 // ones.
+//
+// Leased tasks wait in one queue, in the order they were leased, and a
+// worker takes the oldest only once it runs: a worker woken for a task but
+// not yet scheduled onto a CPU holds none, so that the tasks start in the
+// order the storage gave them (the order fair sharing by key and
+// priorities chose) even when one of the process's threads is held off
+// its CPU for a while.
 type processor struct {
 	processorParams
 	logger *slog.Logger
@@ -38,8 +45,14 @@ type processor struct {
 	freed  chan struct{}
 	// handlerTime is a moving average of handler durations (ns).
 	handlerTime atomic.Int64
-	// ready carries leased tasks to the workers.
-	ready chan *activeTask
+	// ready holds one token per task in waiting: a worker that receives
+	// one takes the oldest task (take). Closed by drain.
+	ready chan struct{}
+	// waitMu guards waiting[next:], the leased tasks no worker has taken
+	// yet, oldest first.
+	waitMu  sync.Mutex
+	waiting []*activeTask
+	next    int
 	// wakes has one channel per fetch loop, each signalled (without
 	// blocking) when a queue may have tasks.
 	wakes []chan struct{}
@@ -123,7 +136,7 @@ func newProcessor(p processorParams) *processor {
 		processorParams: p,
 		logger:          p.logger.With("component", "htq.processor"),
 		freed:           make(chan struct{}, 1),
-		ready:           make(chan *activeTask, 2*p.concurrency),
+		ready:           make(chan struct{}, 2*p.concurrency),
 		wakes:           makeWakes(fetchLoops(p.concurrency)),
 		quit:            make(chan struct{}),
 		active:          make(map[broker.LeaseRef]*activeTask),
@@ -179,7 +192,8 @@ func (p *processor) stopFetching() {
 	p.fetchers.Wait()
 	for {
 		select {
-		case at := <-p.ready:
+		case <-p.ready:
+			at := p.take()
 			p.requeue(at)
 			p.forget(at)
 			p.release(1)
@@ -255,7 +269,7 @@ func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
 			backoff = 0
 		}
 		for _, l := range leases {
-			p.ready <- p.track(l)
+			p.hand(p.track(l))
 		}
 		if len(leases) > 0 {
 			continue
@@ -283,6 +297,33 @@ func (p *processor) track(l *broker.Lease) *activeTask {
 	return at
 }
 
+// hand queues a leased task for the workers. It never blocks long: ready
+// has room for every task leased (reserve bounds them by twice
+// concurrency).
+func (p *processor) hand(at *activeTask) {
+	p.waitMu.Lock()
+	p.waiting = append(p.waiting, at)
+	p.waitMu.Unlock()
+	p.ready <- struct{}{}
+}
+
+// take returns the oldest task in waiting; the caller has received the
+// token hand sent for one.
+func (p *processor) take() *activeTask {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	at := p.waiting[p.next]
+	p.waiting[p.next] = nil
+	p.next++
+	if p.next == len(p.waiting) || p.next >= 64 && 2*p.next >= len(p.waiting) {
+		// Reuse the array: a queue that never empties does not grow.
+		n := copy(p.waiting, p.waiting[p.next:])
+		clear(p.waiting[n:])
+		p.waiting, p.next = p.waiting[:n], 0
+	}
+	return at
+}
+
 // forget stops tracking a task (its lease is no longer renewed).
 func (p *processor) forget(at *activeTask) {
 	at.cancel(nil)
@@ -296,7 +337,8 @@ func (p *processor) forget(at *activeTask) {
 // with it (forget).
 func (p *processor) work() {
 	defer p.workers.Done()
-	for at := range p.ready {
+	for range p.ready {
+		at := p.take()
 		p.run(at)
 		if !at.acking.Load() {
 			p.forget(at)
