@@ -87,6 +87,45 @@ func fairTests() []testCase {
 			// The rotation goes on where the last fetch stopped.
 			wantIDs(e, "the next fetch", leaseIDs(e.fetchN("default", 5)), msgIDs(a[2], b[2]))
 		}},
+		{"BatchesKeepTheTurns", func(e *env) {
+			// The measure of fair sharing (docs/performance.md), small:
+			// one key's tasks enqueued in batches, then another's in one,
+			// fetched in batches of several sizes by two handles on the
+			// storage (two servers): the keys alternate task by task
+			// across the fetches, so the small key's 8 tasks are done
+			// after 8 of the big one's.
+			var big, small []*base.TaskMessage
+			enqueueKeyed := func(k string, n int) []*base.TaskMessage {
+				ps := make([]broker.EnqueueParams, n)
+				ms := make([]*base.TaskMessage, n)
+				for i := range ps {
+					ms[i] = e.newMsg("default")
+					ms[i].Key = k
+					ps[i] = broker.EnqueueParams{Msg: ms[i]}
+				}
+				wantBatchErrs(e, e.b.EnqueueBatch(e.ctx, ps), make([]error, n)...)
+				return ms
+			}
+			for range 3 {
+				big = append(big, enqueueKeyed("big", 10)...)
+			}
+			small = enqueueKeyed("small", 8)
+			servers := []broker.Broker{e.b, e.second()}
+			var got []*broker.Lease
+			for i := 0; len(got) < len(big)+len(small); i++ {
+				ls, err := servers[i%2].Fetch(e.ctx, broker.FetchParams{Queue: "default", Max: 1 + i%5, LeaseDuration: leaseFor, ServerID: fmt.Sprintf("server-%d", i%2)})
+				if err != nil || len(ls) == 0 {
+					e.Fatalf("fetch %d (max %d): %d leases, %v; %d of %d fetched", i, 1+i%5, len(ls), err, len(got), len(big)+len(small))
+				}
+				got = append(got, ls...)
+			}
+			var want []*base.TaskMessage
+			for i := range small {
+				want = append(want, big[i], small[i])
+			}
+			want = append(want, big[len(small):]...)
+			wantIDs(e, "fetch order", leaseIDs(got), msgIDs(want...))
+		}},
 		{"JoinAtTheBack", func(e *env) {
 			a := e.addKeys("default", "a", 3)
 			b := e.addKeys("default", "b", 2)
