@@ -27,11 +27,15 @@ func cpuNanos(b *testing.B) int64 {
 }
 
 // benchStorage opens the storage of a benchmark: "mem" (the embedded store
-// in memory) or "redis" (a private redis-server).
+// in memory), "file" (the embedded store on disk, in a temporary
+// directory) or "redis" (a private redis-server).
 func benchStorage(b *testing.B, kind string) *Storage {
 	url := "mem:"
-	if kind == "redis" {
+	switch kind {
+	case "redis":
 		url = redistest.URL(b)
+	case "file":
+		url = "file:" + b.TempDir()
 	}
 	st, err := Open(url)
 	if err != nil {
@@ -62,7 +66,7 @@ func benchEnqueue(b *testing.B, c *Client) {
 }
 
 func BenchmarkProcess(b *testing.B) {
-	for _, kind := range []string{"mem", "redis"} {
+	for _, kind := range []string{"mem", "file", "redis"} {
 		b.Run(kind, func(b *testing.B) { benchProcess(b, benchStorage(b, kind), ClientOptions{}, Config{}) })
 	}
 }
