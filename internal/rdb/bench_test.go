@@ -255,3 +255,81 @@ func clientCPU() (time.Duration, bool) {
 	}
 	return time.Duration(utime+stime) * 10 * time.Millisecond, true
 }
+
+// BenchmarkProcessCost measures the Redis CPU of processing one task the
+// way a busy Server does (one fetch of a batch, then one completion of it),
+// without the Server: one loop, so that the figures are Redis's work per
+// task and not scheduling. Run with -benchtime 50000x; it reports
+// redis-µs/task and the commands Redis ran per task.
+func BenchmarkProcessCost(b *testing.B) {
+	for _, logOn := range []bool{true, false} {
+		for _, batch := range []int{1, 4, 16, 64} {
+			b.Run(fmt.Sprintf("eventlog=%v/batch=%d", logOn, batch), func(b *testing.B) {
+				br := benchBroker(b, clientVariants[0])
+				if !logOn {
+					br.logLen = "0"
+				}
+				preload(b, br, "bench", b.N)
+				ctx := context.Background()
+				if err := br.c.Do(ctx, br.c.B().ConfigResetstat().Build()).Error(); err != nil {
+					b.Fatal(err)
+				}
+				cpu := startCPU(b, br)
+				b.ResetTimer()
+				refs := make([]broker.LeaseRef, 0, batch)
+				done := 0
+				for done < b.N {
+					ls, err := br.Fetch(ctx, broker.FetchParams{Queue: "bench", Max: batch, LeaseDuration: time.Minute, ServerID: "bench"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(ls) == 0 {
+						b.Fatalf("queue empty after %d of %d", done, b.N)
+					}
+					refs = refs[:0]
+					for _, l := range ls {
+						refs = append(refs, l.Ref())
+					}
+					for _, err := range br.Complete(ctx, refs) {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					done += len(ls)
+				}
+				b.StopTimer()
+				cpu.report(b)
+				reportCommands(b, br)
+			})
+		}
+	}
+}
+
+// reportCommands adds, per task, the calls and µs of each command that ran
+// since the last CONFIG RESETSTAT (INFO commandstats; a script's µs
+// include those of the commands it ran).
+func reportCommands(b *testing.B, br *Broker) {
+	s, err := br.c.Do(context.Background(), br.c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(s, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd || name == "info" || name == "config|resetstat" {
+			continue
+		}
+		var calls, usec float64
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseFloat(v, 64)
+			case "usec":
+				usec, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		b.ReportMetric(calls/float64(b.N), name+"/task")
+		b.ReportMetric(usec/float64(b.N), name+"-µs/task")
+	}
+}

@@ -27,9 +27,9 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if p.LeaseDuration <= 0 {
 		return nil, fmt.Errorf("rdb: fetch %s: %w: LeaseDuration %v is not positive", p.Queue, base.ErrInvalidArgument, p.LeaseDuration)
 	}
-	// Tokens are "<server ID>/<random>.<n>" (+ a flag, see lua/lib.lua):
-	// the random part makes them unique per fetch, n per task of the
-	// fetch; the server ID is kept for the Inspector.
+	// Tokens are "<server ID>/<random>.<n>", n in base 62 (+ a flag, see
+	// lua/lib.lua): the random part makes them unique per fetch, n per
+	// task of the fetch; the server ID is kept for the Inspector.
 	prefix := p.ServerID + "/" + strconv.FormatUint(rand.Uint64(), 36) + "."
 	c := call{
 		s:    scriptFetch,

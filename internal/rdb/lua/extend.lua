@@ -7,12 +7,13 @@
 -- has passed (an expired lease may be being recovered; it is not revived).
 local now = now_ms(ARGV[1])
 local deadline = now + tonumber(ARGV[2])
+local dl = istr(deadline) -- a number argument would be formatted once per task
 local out = {deadline}
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local d = redis.call('ZSCORE', KEYS[1], id)
   if d and tonumber(d) > now and holds(redis.call('HGET', KEYS[2], id), ARGV[i + 1]) then
-    redis.call('ZADD', KEYS[1], deadline, id)
+    redis.call('ZADD', KEYS[1], dl, id)
   else
     out[#out + 1] = id
   end

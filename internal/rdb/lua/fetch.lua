@@ -12,10 +12,10 @@
 -- Returns {} when the queue is paused or empty; {-1, retry-in ms} when the
 -- settings (max concurrency, rate limit, the keys' limits) allow no task
 -- now; else {deadline ms, lease ms, id, token, m, n, e, f, id, token,
--- ...}. The i-th task's token is ARGV[4] .. i; the leases hash stores it
--- with '+' appended when the task has a unique key, a retention or a
--- fair-sharing key, is watched or is a workflow task (Complete must read
--- it).
+-- ...}. The i-th task's token is ARGV[4] .. i (i in base 62); the leases
+-- hash stores it with '+' appended when the task has a unique key, a
+-- retention or a fair-sharing key, is watched or is a workflow task
+-- (Complete must read it).
 -- An ID without a task (never written by these scripts) is dropped
 -- from pending. The tasks' starts are logged in one entry (log_events).
 -- Settings (hash fields, settings.lua writes them): mc max concurrency,
@@ -167,11 +167,14 @@ else
 end
 now = now or now_ms(ARGV[1])
 local deadline = now + lease
+local dl = istr(deadline) -- a number argument would be formatted once per task
 local out = {deadline, lease}
 local zadd, lset = {}, {}
 local n = 0
 -- One MGET reads the tasks in the string form (lib.lua's task_get): it
--- answers nil for a hash, or no key, which HMGET then reads.
+-- answers nil for a hash, or no key, which HGETALL then reads (a task hash
+-- holds few fields, and one argument costs Redis less than naming eight
+-- that are mostly absent).
 local tks, strs = {}, {}
 for i, id in ipairs(ids) do tks[i] = KEYS[5] .. id end
 for a = 1, #tks, 4000 do
@@ -179,27 +182,34 @@ for a = 1, #tks, 4000 do
   for j = 1, #part do strs[a + j - 1] = part[j] end
 end
 for i, id in ipairs(ids) do
-  local f
-  if strs[i] then
-    f = {strs[i], false, false, false}
-  else
-    f = redis.call('HMGET', tks[i], 'm', 'n', 'e', 'f', 'u', 'R', 'w', 'W')
+  local m, rn, re, rf, read = strs[i], nil, nil, nil, false
+  if not m then
+    local f = redis.call('HGETALL', tks[i])
+    for j = 1, #f, 2 do
+      local k = f[j]
+      if k == 'm' then m = f[j + 1]
+      elseif k == 'n' then rn = f[j + 1]
+      elseif k == 'e' then re = f[j + 1]
+      elseif k == 'f' then rf = f[j + 1]
+      elseif k == 'u' or k == 'R' or k == 'w' or k == 'W' then read = true
+      end
+    end
   end
-  if f[1] then
+  if m then
     n = n + 1
-    local tok = ARGV[4] .. n
+    local tok = ARGV[4] .. short(n)
     local h = tok
-    if f[5] or f[6] or f[7] or f[8] or held[id] then h = tok .. '+' end
-    zadd[#zadd + 1] = deadline
+    if read or held[id] then h = tok .. '+' end
+    zadd[#zadd + 1] = dl
     zadd[#zadd + 1] = id
     lset[#lset + 1] = id
     lset[#lset + 1] = h
     out[#out + 1] = id
     out[#out + 1] = tok
-    out[#out + 1] = f[1]
-    out[#out + 1] = f[2]
-    out[#out + 1] = f[3]
-    out[#out + 1] = f[4]
+    out[#out + 1] = m
+    out[#out + 1] = rn or false
+    out[#out + 1] = re or false
+    out[#out + 1] = rf or false
   elseif held[id] then
     release_key(KEYS[1], held[id])
   end
