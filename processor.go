@@ -23,9 +23,12 @@ import (
 // sleeps until a storage event (or the fallback poll) wakes it.
 //
 // While handlers are quick (under prefetchBelow on average), it leases up
-// to twice concurrency tasks, so that the next batch is already here when a
-// worker frees up; with slower handlers it leases no more than it can run,
-// so that no task waits behind a long one while another server is idle.
+// to ahead(concurrency) tasks more than it runs, so that the next batch is
+// already here when a worker frees up, and while workers have tasks
+// waiting it fetches only once there is room for half of that many: few
+// large fetches cost the storage much less per task than many small ones.
+// With slower handlers it leases no more than it can run, so that no task
+// waits behind a long one while another server is idle.
 // Leased tasks waiting for a worker have their leases renewed like running
 // ones.
 //
@@ -136,7 +139,7 @@ func newProcessor(p processorParams) *processor {
 		processorParams: p,
 		logger:          p.logger.With("component", "htq.processor"),
 		freed:           make(chan struct{}, 1),
-		ready:           make(chan struct{}, 2*p.concurrency),
+		ready:           make(chan struct{}, p.concurrency+ahead(p.concurrency)),
 		wakes:           makeWakes(fetchLoops(p.concurrency)),
 		quit:            make(chan struct{}),
 		active:          make(map[broker.LeaseRef]*activeTask),
@@ -203,16 +206,30 @@ func (p *processor) stopFetching() {
 	}
 }
 
+// ahead is how many tasks a processor with quick handlers leases beyond
+// its concurrency: eight per worker, at least concurrency and at most
+// maxFetchBatch unless concurrency is larger.
+func ahead(concurrency int) int {
+	return max(concurrency, min(8*concurrency, maxFetchBatch))
+}
+
 // reserve waits for room to lease tasks and reserves up to max of it; it
-// reports false on quit.
+// reports false on quit. While handlers are quick and workers have leased
+// tasks waiting, it waits for room for half of ahead(concurrency) tasks
+// (or max), so that fetches come in large batches; a worker that takes the
+// last waiting task signals freed, so that the fetch is not late.
 func (p *processor) reserve(max int) (int, bool) {
 	for {
-		limit := int64(p.concurrency)
+		limit, want := int64(p.concurrency), int64(1)
 		if time.Duration(p.handlerTime.Load()) < prefetchBelow {
-			limit *= 2
+			more := int64(ahead(p.concurrency))
+			limit += more
+			if len(p.ready) > 0 {
+				want = min(more/2, int64(max))
+			}
 		}
 		cur := p.leased.Load()
-		if room := limit - cur; room > 0 {
+		if room := limit - cur; room >= want {
 			n := min(room, int64(max))
 			if p.leased.CompareAndSwap(cur, cur+n) {
 				return int(n), true
@@ -230,6 +247,11 @@ func (p *processor) reserve(max int) (int, bool) {
 // release gives back room for n leases.
 func (p *processor) release(n int) {
 	p.leased.Add(-int64(n))
+	p.signalFreed()
+}
+
+// signalFreed wakes a fetch loop waiting in reserve; it never blocks.
+func (p *processor) signalFreed() {
 	select {
 	case p.freed <- struct{}{}:
 	default:
@@ -298,8 +320,8 @@ func (p *processor) track(l *broker.Lease) *activeTask {
 }
 
 // hand queues a leased task for the workers. It never blocks long: ready
-// has room for every task leased (reserve bounds them by twice
-// concurrency).
+// has room for every task leased (reserve bounds them by concurrency +
+// ahead(concurrency)).
 func (p *processor) hand(at *activeTask) {
 	p.waitMu.Lock()
 	p.waiting = append(p.waiting, at)
@@ -339,6 +361,9 @@ func (p *processor) work() {
 	defer p.workers.Done()
 	for range p.ready {
 		at := p.take()
+		if len(p.ready) == 0 {
+			p.signalFreed() // a fetch that waits for a larger batch goes now
+		}
 		p.run(at)
 		if !at.acking.Load() {
 			p.forget(at)
