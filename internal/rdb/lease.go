@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -27,10 +28,7 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if p.LeaseDuration <= 0 {
 		return nil, fmt.Errorf("rdb: fetch %s: %w: LeaseDuration %v is not positive", p.Queue, base.ErrInvalidArgument, p.LeaseDuration)
 	}
-	// Tokens are "<server ID>/<random>.<n>", n in base 62 (+ a flag, see
-	// lua/lib.lua): the random part makes them unique per fetch, n per
-	// task of the fetch; the server ID is kept for the Inspector.
-	prefix := p.ServerID + "/" + strconv.FormatUint(rand.Uint64(), 36) + "."
+	prefix := tokenPrefix(p.ServerID)
 	c := call{
 		s:    scriptFetch,
 		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events},
@@ -91,6 +89,33 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// minTokenPrefix is the least length of a lease token's prefix: a token
+// is then longer than Redis's hash-max-listpack-value (64 by default), so
+// that a queue's leases hash is a hash table from its first entry on. In
+// the compact listpack encoding, which Redis keeps up to 128 entries,
+// every HSET, HMGET and HDEL of a field scans the whole hash: that cost
+// Fetch and Complete about 2 µs of Redis CPU per task with 60 to 120
+// tasks active (BenchmarkProcessCost, docs/performance.md).
+const minTokenPrefix = 64
+
+// tokenPrefix returns a fresh prefix for the tokens of one fetch's leases:
+// "<server ID>/<random>.", the random part (base 36) at least 13
+// characters and long enough for the prefix to have minTokenPrefix bytes.
+// Fetch appends the task's number in the fetch (lua/fetch.lua): the random
+// part makes tokens unique per fetch, the number per task of the fetch;
+// the server ID is kept for the Inspector (broker.ServerOfToken).
+func tokenPrefix(serverID string) string {
+	var sb strings.Builder
+	sb.Grow(max(minTokenPrefix, len(serverID)+15))
+	sb.WriteString(serverID)
+	sb.WriteByte('/')
+	for first := true; first || sb.Len() < minTokenPrefix-1; first = false {
+		sb.WriteString(strconv.FormatUint(rand.Uint64()|1<<63, 36))
+	}
+	sb.WriteByte('.')
+	return sb.String()
 }
 
 // decodeTask fills m from the reply fields id, m, n, e, f.
