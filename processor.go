@@ -25,8 +25,9 @@ import (
 // While handlers are quick (under prefetchBelow on average), it leases up
 // to ahead(concurrency) tasks more than it runs, so that the next batch is
 // already here when a worker frees up, and while workers have tasks
-// waiting it fetches only once there is room for half of that many: few
-// large fetches cost the storage much less per task than many small ones.
+// waiting or a fetch is on its way it fetches only once there is room for
+// half of that many: few large fetches cost the storage much less per task
+// than many small ones.
 // With slower handlers it leases no more than it can run, so that no task
 // waits behind a long one while another server is idle.
 // Leased tasks waiting for a worker have their leases renewed like running
@@ -46,6 +47,8 @@ type processor struct {
 	// signalled on freed (without blocking) whenever one finishes.
 	leased atomic.Int64
 	freed  chan struct{}
+	// fetching counts the fetch calls on their way to the storage.
+	fetching atomic.Int32
 	// handlerTime is a moving average of handler durations (ns).
 	handlerTime atomic.Int64
 	// ready holds one token per task in waiting: a worker that receives
@@ -215,16 +218,17 @@ func ahead(concurrency int) int {
 
 // reserve waits for room to lease tasks and reserves up to max of it; it
 // reports false on quit. While handlers are quick and workers have leased
-// tasks waiting, it waits for room for half of ahead(concurrency) tasks
-// (or max), so that fetches come in large batches; a worker that takes the
-// last waiting task signals freed, so that the fetch is not late.
+// tasks waiting or another fetch is on its way, it waits for room for half
+// of ahead(concurrency) tasks (or max), so that fetches come in large
+// batches; a worker that takes the last waiting task and a fetch that
+// comes back signal freed, so that the next fetch is not late.
 func (p *processor) reserve(max int) (int, bool) {
 	for {
 		limit, want := int64(p.concurrency), int64(1)
 		if time.Duration(p.handlerTime.Load()) < prefetchBelow {
 			more := int64(ahead(p.concurrency))
 			limit += more
-			if len(p.ready) > 0 {
+			if len(p.ready) > 0 || p.fetching.Load() > 0 {
 				want = min(more/2, int64(max))
 			}
 		}
@@ -268,7 +272,10 @@ func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
 		if !ok {
 			return
 		}
+		p.fetching.Add(1)
 		leases, wait, err := p.fetch(ctx, n)
+		p.fetching.Add(-1)
+		p.signalFreed() // a fetch waiting for this one to come back decides again
 		if len(leases) < n {
 			p.release(n - len(leases))
 		}

@@ -60,12 +60,19 @@ var payload100 = []byte(strings.Repeat("x", 100))
 // preload enqueues n pending tasks into q in batches of 1,000.
 func preload(b *testing.B, br *Broker, q string, n int) {
 	b.Helper()
+	preloadWith(b, br, q, n, 0)
+}
+
+// preloadWith is preload with each task's retention.
+func preloadWith(b *testing.B, br *Broker, q string, n int, retention time.Duration) {
+	b.Helper()
 	ps := make([]broker.EnqueueParams, 0, 1000)
 	for i := 0; i < n; i += len(ps) {
 		ps = ps[:0]
 		for j := i; j < n && len(ps) < 1000; j++ {
 			m := msg(q, fmt.Sprint("t", j))
 			m.Payload = payload100
+			m.Retention = retention
 			ps = append(ps, broker.EnqueueParams{Msg: m})
 		}
 		for _, err := range br.EnqueueBatch(context.Background(), ps) {
@@ -259,17 +266,28 @@ func clientCPU() (time.Duration, bool) {
 // BenchmarkProcessCost measures the Redis CPU of processing one task the
 // way a busy Server does (one fetch of a batch, then one completion of it),
 // without the Server: one loop, so that the figures are Redis's work per
-// task and not scheduling. Run with -benchtime 50000x; it reports
-// redis-µs/task and the commands Redis ran per task.
+// task and not scheduling. Variants: the defaults (event log on, the task
+// deleted on success), the event log off, and tasks kept 24 h once
+// completed (htq serve's default retention). Run with
+//
+//	go test ./internal/rdb -run XXX -bench ProcessCost -benchtime 50000x
+//
+// it reports redis-µs/task and, per task, the calls and µs of each command
+// Redis ran (a script's µs include its commands').
 func BenchmarkProcessCost(b *testing.B) {
-	for _, logOn := range []bool{true, false} {
-		for _, batch := range []int{1, 4, 16, 64} {
-			b.Run(fmt.Sprintf("eventlog=%v/batch=%d", logOn, batch), func(b *testing.B) {
+	variants := []struct {
+		name      string
+		logOff    bool
+		retention time.Duration
+	}{{"default", false, 0}, {"eventlog=off", true, 0}, {"retention=24h", false, 24 * time.Hour}}
+	for _, v := range variants {
+		for _, batch := range []int{16, 64} {
+			b.Run(fmt.Sprintf("%s/batch=%d", v.name, batch), func(b *testing.B) {
 				br := benchBroker(b, clientVariants[0])
-				if !logOn {
+				if v.logOff {
 					br.logLen = "0"
 				}
-				preload(b, br, "bench", b.N)
+				preloadWith(b, br, "bench", b.N, v.retention)
 				ctx := context.Background()
 				if err := br.c.Do(ctx, br.c.B().ConfigResetstat().Build()).Error(); err != nil {
 					b.Fatal(err)
@@ -277,8 +295,7 @@ func BenchmarkProcessCost(b *testing.B) {
 				cpu := startCPU(b, br)
 				b.ResetTimer()
 				refs := make([]broker.LeaseRef, 0, batch)
-				done := 0
-				for done < b.N {
+				for done := 0; done < b.N; {
 					ls, err := br.Fetch(ctx, broker.FetchParams{Queue: "bench", Max: batch, LeaseDuration: time.Minute, ServerID: "bench"})
 					if err != nil {
 						b.Fatal(err)
