@@ -28,7 +28,8 @@ while i <= #ids do
   for k = 1, #part do held[i + k - 1] = part[k] end
   i = j + 1
 end
-local res, done, dels, seen, states, wfs = {}, {}, {}, {}, {}, {}
+local res, done, dels, seen, states, wfs, kept = {}, {}, {}, {}, {}, {}, {}
+local nowstr, lastkeep, expiry
 local rejoined = false
 for n = 1, #ids do
   local id = ids[n]
@@ -50,8 +51,12 @@ for n = 1, #ids do
       end
     end
     if keep > 0 then
-      redis.call('HSET', tk, 's', '6', 'c', istr(now))
-      redis.call('ZADD', KEYS[3], now + keep, id)
+      -- Numbers formatted once per batch, not per task (it costs Redis).
+      nowstr = nowstr or istr(now)
+      if keep ~= lastkeep then lastkeep, expiry = keep, istr(now + keep) end
+      redis.call('HSET', tk, 's', '6', 'c', nowstr)
+      kept[#kept + 1] = expiry
+      kept[#kept + 1] = id
       states[#states + 1] = '6'
     else
       dels[#dels + 1] = tk
@@ -62,6 +67,7 @@ for n = 1, #ids do
     res[n] = 0
   end
 end
+if #kept > 0 then call_many('ZADD', KEYS[3], kept) end
 if #done > 0 then
   call_many('ZREM', KEYS[1], done)
   call_many('HDEL', KEYS[2], done)
