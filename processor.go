@@ -224,14 +224,7 @@ func ahead(concurrency int) int {
 // comes back signal freed, so that the next fetch is not late.
 func (p *processor) reserve(max int) (int, bool) {
 	for {
-		limit, want := int64(p.concurrency), int64(1)
-		if time.Duration(p.handlerTime.Load()) < prefetchBelow {
-			more := int64(ahead(p.concurrency))
-			limit += more
-			if len(p.ready) > 0 || p.fetching.Load() > 0 {
-				want = min(more/2, int64(max))
-			}
-		}
+		limit, want := p.leaseLimits(max)
 		cur := p.leased.Load()
 		if room := limit - cur; room >= want {
 			n := min(room, int64(max))
@@ -246,6 +239,20 @@ func (p *processor) reserve(max int) (int, bool) {
 		case <-p.freed:
 		}
 	}
+}
+
+// leaseLimits returns how many tasks the processor may hold leased now
+// and the least room a fetch of up to max tasks waits for (see reserve).
+func (p *processor) leaseLimits(max int) (limit, want int64) {
+	limit, want = int64(p.concurrency), 1
+	if time.Duration(p.handlerTime.Load()) < prefetchBelow {
+		more := int64(ahead(p.concurrency))
+		limit += more
+		if len(p.ready) > 0 || p.fetching.Load() > 0 {
+			want = min(more/2, int64(max))
+		}
+	}
+	return limit, want
 }
 
 // release gives back room for n leases.

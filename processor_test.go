@@ -1,8 +1,11 @@
 package htq
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
@@ -54,4 +57,41 @@ func TestProcessorHandsTasksInLeaseOrder(t *testing.T) {
 	if len(p.ready) != 0 || len(p.waiting) != p.next {
 		t.Fatalf("after the last take: %d tokens, %d tasks waiting", len(p.ready), len(p.waiting)-p.next)
 	}
+}
+
+func TestAhead(t *testing.T) {
+	for _, c := range []struct{ concurrency, want int }{
+		{1, 8}, {4, 32}, {8, 64}, {10, 64}, {50, 64}, {64, 64}, {100, 100},
+	} {
+		if got := ahead(c.concurrency); got != c.want {
+			t.Errorf("ahead(%d) = %d, want %d", c.concurrency, got, c.want)
+		}
+	}
+}
+
+// TestLeaseLimits checks when a fetch waits for a larger batch: only while
+// handlers are quick and workers have tasks waiting or another fetch is on
+// its way; never with slow handlers, which lease no more than they run.
+func TestLeaseLimits(t *testing.T) {
+	proc := newProcessor(processorParams{broker: nil, logger: slog.New(slog.DiscardHandler), clock: clockwork.NewFakeClock(),
+		queues: newQueueSet(map[string]int{"default": 1}, false), concurrency: 10,
+		leaseDuration: time.Minute, baseContext: context.Background, serverID: "s"})
+	check := func(what string, max int, wantLimit, wantWant int64) {
+		t.Helper()
+		if limit, want := proc.leaseLimits(max); limit != wantLimit || want != wantWant {
+			t.Errorf("%s: leaseLimits(%d) = %d, %d; want %d, %d", what, max, limit, want, wantLimit, wantWant)
+		}
+	}
+	check("slow handlers (the start)", 64, 10, 1)
+	proc.handlerTime.Store(int64(time.Millisecond))
+	check("quick handlers, idle workers", 64, 74, 1)
+	proc.fetching.Add(1)
+	check("quick handlers, a fetch on its way", 64, 74, 32)
+	check("quick handlers, a fetch on its way, max 8", 8, 74, 8)
+	proc.fetching.Add(-1)
+	proc.ready <- struct{}{} // a leased task waits for a worker
+	check("quick handlers, a task waiting", 64, 74, 32)
+	proc.handlerTime.Store(int64(10 * time.Millisecond))
+	check("slow handlers, a task waiting", 64, 10, 1)
+	<-proc.ready
 }
