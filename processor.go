@@ -255,10 +255,14 @@ func (p *processor) leaseLimits(max int) (limit, want int64) {
 	return limit, want
 }
 
-// release gives back room for n leases.
+// release gives back room for n leases, and wakes a fetch loop waiting in
+// reserve when there is room enough for it now (not on every task while
+// it waits for a larger batch).
 func (p *processor) release(n int) {
-	p.leased.Add(-int64(n))
-	p.signalFreed()
+	cur := p.leased.Add(-int64(n))
+	if limit, want := p.leaseLimits(maxFetchBatch); limit-cur >= want {
+		p.signalFreed()
+	}
 }
 
 // signalFreed wakes a fetch loop waiting in reserve; it never blocks.
