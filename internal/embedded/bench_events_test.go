@@ -9,6 +9,7 @@ import (
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/broker/brokerbench"
 )
 
 // BenchmarkEventLog measures what the in-memory event log costs a task's
@@ -34,7 +35,6 @@ func BenchmarkEventLog(b *testing.B) {
 				for i := range msgs {
 					msgs[i] = &base.TaskMessage{ID: fmt.Sprint("t", i), Type: "bench", Payload: make([]byte, 100), Queue: "bench", MaxRetry: 25, Timeout: time.Minute}
 				}
-				refs := make([]broker.LeaseRef, 0, batch)
 				b.ReportAllocs()
 				cpu := processCPU()
 				b.ResetTimer()
@@ -43,22 +43,7 @@ func BenchmarkEventLog(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				for done := 0; done < b.N; {
-					ls, err := br.Fetch(ctx, broker.FetchParams{Queue: "bench", Max: batch, LeaseDuration: time.Minute, ServerID: "bench"})
-					if err != nil || len(ls) == 0 {
-						b.Fatalf("Fetch: %d, %v", len(ls), err)
-					}
-					refs = refs[:0]
-					for _, l := range ls {
-						refs = append(refs, l.Ref())
-					}
-					for _, err := range br.Complete(ctx, refs) {
-						if err != nil {
-							b.Fatal(err)
-						}
-					}
-					done += len(ls)
-				}
+				brokerbench.Drain(ctx, b, br, "bench", batch, b.N)
 				b.StopTimer()
 				// CPU time, not wall time: on a shared machine it depends
 				// far less on what else runs.

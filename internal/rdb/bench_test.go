@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/broker/brokerbench"
 	"github.com/htqueue/htq/internal/redistest"
 )
 
@@ -294,26 +295,7 @@ func BenchmarkProcessCost(b *testing.B) {
 				}
 				cpu := startCPU(b, br)
 				b.ResetTimer()
-				refs := make([]broker.LeaseRef, 0, batch)
-				for done := 0; done < b.N; {
-					ls, err := br.Fetch(ctx, broker.FetchParams{Queue: "bench", Max: batch, LeaseDuration: time.Minute, ServerID: "bench"})
-					if err != nil {
-						b.Fatal(err)
-					}
-					if len(ls) == 0 {
-						b.Fatalf("queue empty after %d of %d", done, b.N)
-					}
-					refs = refs[:0]
-					for _, l := range ls {
-						refs = append(refs, l.Ref())
-					}
-					for _, err := range br.Complete(ctx, refs) {
-						if err != nil {
-							b.Fatal(err)
-						}
-					}
-					done += len(ls)
-				}
+				brokerbench.Drain(ctx, b, br, "bench", batch, b.N)
 				b.StopTimer()
 				cpu.report(b)
 				reportCommands(b, br)

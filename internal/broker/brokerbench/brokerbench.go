@@ -235,3 +235,28 @@ func QueueStats(b *testing.B, q *BigQueues) {
 func reportMillis(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/op")
 }
+
+// Drain fetches and completes n pending tasks of queue in batches of up to
+// batch, as a busy Server does with a no-op handler (one Fetch, then one
+// Complete of what it gave). It fails b when the queue runs dry first or a
+// call fails.
+func Drain(ctx context.Context, b *testing.B, br broker.Broker, queue string, batch, n int) {
+	b.Helper()
+	refs := make([]broker.LeaseRef, 0, batch)
+	for done := 0; done < n; {
+		ls, err := br.Fetch(ctx, broker.FetchParams{Queue: queue, Max: batch, LeaseDuration: time.Minute, ServerID: "bench"})
+		if err != nil || len(ls) == 0 {
+			b.Fatalf("Fetch after %d of %d tasks: %d, %v", done, n, len(ls), err)
+		}
+		refs = refs[:0]
+		for _, l := range ls {
+			refs = append(refs, l.Ref())
+		}
+		for _, err := range br.Complete(ctx, refs) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		done += len(ls)
+	}
+}
