@@ -39,6 +39,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/htqueue/htq/internal/base"
@@ -207,6 +208,7 @@ func scenarioEnqueue(ctx context.Context, c config) error {
 	lat := make([][]float64, c.conc)
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	cpu0 := cpuSeconds()
 	start := time.Now()
 	for g := range c.conc {
 		wg.Add(1)
@@ -223,6 +225,7 @@ func scenarioEnqueue(ctx context.Context, c config) error {
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	cpu := cpuSeconds() - cpu0
 	commits, commitTime := b.CommitStats()
 	var all []float64
 	for _, l := range lat {
@@ -236,6 +239,7 @@ func scenarioEnqueue(ctx context.Context, c config) error {
 		"commits":          commits,
 		"tasks_per_commit": round(float64(n)/float64(commits), 2),
 		"commit_mean_ms":   round(float64(commitTime.Nanoseconds())/float64(commits)/1e6, 3),
+		"cpu_us_per_task":  round(cpu*1e6/float64(n), 2),
 	}
 	for k, v := range distribution(all) {
 		f["call_"+k] = v
@@ -477,4 +481,13 @@ func round(v float64, digits int) float64 {
 	}
 	p := math.Pow(10, float64(digits))
 	return math.Round(v*p) / p
+}
+
+// cpuSeconds returns the user and system CPU time this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 }
