@@ -423,6 +423,12 @@ func (b *Broker) commitLoop() {
 	defer close(b.committerDone)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	// spare is the batch written last, emptied: the next one to fill, so
+	// that a commit allocates no new maps.
+	var spare *batch
+	// woken is the number of records the last commit wrote: about the
+	// number of writers it woke, who are coming back with more.
+	woken := 0
 	for {
 		for b.buf.empty() && !b.closed {
 			b.work.Wait()
@@ -431,7 +437,11 @@ func (b *Broker) commitLoop() {
 			return
 		}
 		cur := b.buf
-		b.buf = newBatch()
+		if spare != nil {
+			b.buf, spare = spare, nil
+		} else {
+			b.buf = newBatch()
+		}
 		b.inflight, b.inflightSeq = cur.done, b.nextSeq
 		b.mu.Unlock()
 		start := time.Now()
@@ -449,13 +459,39 @@ func (b *Broker) commitLoop() {
 		}
 		cur.done.err = err
 		close(cur.done.done)
-		if len(cur.tasks) > 1 {
-			// The writers just woken are about to add their next changes:
-			// let them, so that the next batch carries them all instead of
-			// the writers splitting into two cohorts that alternate.
-			b.mu.Unlock()
-			runtime.Gosched()
-			b.mu.Lock()
+		woken = len(cur.tasks)
+		if err == nil && cur.recycle() {
+			spare = cur
+		}
+		b.gather(woken + len(b.buf.tasks))
+	}
+}
+
+// gatherYields caps the yields of gather.
+const gatherYields = 8
+
+// gather lets the writers that the last commit woke (about woken of them:
+// the records it wrote) add their next changes before the committer takes
+// the next batch, so that the batch carries them all instead of the
+// writers splitting into cohorts that alternate, each paying a commit. It
+// yields the processor while the batch keeps growing and holds fewer than
+// woken records; the first yield that adds nothing ends it, so an idle
+// store (one writer woken, or none coming back) costs at most one yield
+// and no sleep. The caller holds b.mu.
+func (b *Broker) gather(woken int) {
+	if woken < 2 {
+		return
+	}
+	for i := range gatherYields {
+		n := len(b.buf.tasks)
+		if n >= woken {
+			return
+		}
+		b.mu.Unlock()
+		runtime.Gosched()
+		b.mu.Lock()
+		if i > 0 && len(b.buf.tasks) == n {
+			return
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -32,6 +33,12 @@ type batch struct {
 	done      *ticket
 }
 
+// batchRecycleMax is the number of records above which a written batch's
+// maps are dropped instead of cleared for reuse: clearing a map costs its
+// capacity, and one large EnqueueBatch should not make every later batch
+// pay for it.
+const batchRecycleMax = 1024
+
 func newBatch() *batch {
 	return &batch{
 		tasks:     make(map[uint64][]byte),
@@ -44,6 +51,25 @@ func newBatch() *batch {
 		dropStats: make(map[string]bool),
 		done:      &ticket{done: make(chan struct{})},
 	}
+}
+
+// recycle empties b for reuse as a later batch, with a new ticket, and
+// reports whether it did: a batch grown past batchRecycleMax records is not
+// worth keeping. Only a batch whose ticket is closed may be recycled.
+func (b *batch) recycle() bool {
+	if len(b.tasks) > batchRecycleMax || len(b.stats) > batchRecycleMax {
+		return false
+	}
+	clear(b.tasks)
+	clear(b.queues)
+	clear(b.claims)
+	clear(b.kv)
+	clear(b.wf)
+	clear(b.wfSpecs)
+	clear(b.stats)
+	clear(b.dropStats)
+	b.done = &ticket{done: make(chan struct{})}
+	return true
 }
 
 func (b *batch) empty() bool {
@@ -62,6 +88,9 @@ type ticket struct {
 type boltStore struct {
 	db   *bolt.DB
 	file string
+	// seqs is commit's scratch list of task keys (only the committer
+	// calls commit).
+	seqs []uint64
 }
 
 // openBolt opens or creates the bbolt file and brings its schema to
@@ -256,12 +285,22 @@ func (s *boltStore) commit(b *batch) error {
 			// Keys are sequence numbers, so new records go to the right
 			// end of the tree: fill pages nearly full instead of half.
 			tasks.FillPercent = 0.9
-			for seq, rec := range b.tasks {
+			// In key order, so that each put lands at or after the
+			// previous one instead of anywhere in the leaf.
+			s.seqs = s.seqs[:0]
+			for seq := range b.tasks {
+				s.seqs = append(s.seqs, seq)
+			}
+			slices.Sort(s.seqs)
+			var key [8]byte
+			for _, seq := range s.seqs {
+				rec := b.tasks[seq]
+				binary.BigEndian.PutUint64(key[:], seq)
 				var err error
 				if rec == nil {
-					err = tasks.Delete(seqKey(seq))
+					err = tasks.Delete(key[:])
 				} else {
-					err = tasks.Put(seqKey(seq), rec)
+					err = tasks.Put(key[:], rec)
 				}
 				if err != nil {
 					return err
