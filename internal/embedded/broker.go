@@ -426,9 +426,6 @@ func (b *Broker) commitLoop() {
 	// spare is the batch written last, emptied: the next one to fill, so
 	// that a commit allocates no new maps.
 	var spare *batch
-	// woken is the number of records the last commit wrote: about the
-	// number of writers it woke, who are coming back with more.
-	woken := 0
 	for {
 		for b.buf.empty() && !b.closed {
 			b.work.Wait()
@@ -459,32 +456,35 @@ func (b *Broker) commitLoop() {
 		}
 		cur.done.err = err
 		close(cur.done.done)
-		woken = len(cur.tasks)
+		// About one writer woken per record written, coming back with
+		// more, and the writers already waiting for the next batch.
+		want := len(cur.tasks) + len(b.buf.tasks)
 		if err == nil && cur.recycle() {
 			spare = cur
 		}
-		b.gather(woken + len(b.buf.tasks))
+		b.gather(want)
 	}
 }
 
 // gatherYields caps the yields of gather.
 const gatherYields = 8
 
-// gather lets the writers that the last commit woke (about woken of them:
-// the records it wrote) add their next changes before the committer takes
-// the next batch, so that the batch carries them all instead of the
-// writers splitting into cohorts that alternate, each paying a commit. It
-// yields the processor while the batch keeps growing and holds fewer than
-// woken records; the first yield that adds nothing ends it, so an idle
-// store (one writer woken, or none coming back) costs at most one yield
-// and no sleep. The caller holds b.mu.
-func (b *Broker) gather(woken int) {
-	if woken < 2 {
+// gather lets the writers that the last commit woke add their next changes
+// before the committer takes the next batch, so that the batch carries
+// them all instead of the writers splitting into cohorts that alternate,
+// each paying a commit. want is the number of records the next batch
+// would hold if every one came back: those the last commit wrote plus
+// those already waiting. gather yields the processor while the batch holds
+// fewer and, after the first yield, keeps growing; a yield that adds
+// nothing ends it. A store with one writer (want < 2) does not wait, and
+// nothing sleeps. The caller holds b.mu.
+func (b *Broker) gather(want int) {
+	if want < 2 {
 		return
 	}
 	for i := range gatherYields {
 		n := len(b.buf.tasks)
-		if n >= woken {
+		if n >= want {
 			return
 		}
 		b.mu.Unlock()
