@@ -440,9 +440,10 @@ func (b *Broker) commitLoop() {
 			b.buf = newBatch()
 		}
 		b.inflight, b.inflightSeq = cur.done, b.nextSeq
+		commit := b.commitFn // read under b.mu: tests replace it
 		b.mu.Unlock()
 		start := time.Now()
-		err := b.commitFn(cur)
+		err := commit(cur)
 		took := time.Since(start)
 		b.mu.Lock()
 		b.inflight = nil
@@ -651,12 +652,13 @@ func wait(ctx context.Context, t *ticket) error {
 	}
 }
 
-// Sync waits until every change made so far is on disk.
+// Sync waits until every change made so far is on disk, the batch being
+// written included.
 func (b *Broker) Sync(ctx context.Context) error {
 	if err := b.begin(); err != nil {
 		return err
 	}
-	t := b.durable()
+	t := b.settled()
 	b.mu.Unlock()
 	return wait(ctx, t)
 }

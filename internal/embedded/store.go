@@ -281,45 +281,26 @@ func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error) (*loade
 func (s *boltStore) commit(b *batch) error {
 	return s.guard(func() error {
 		return s.db.Update(func(tx *bolt.Tx) error {
-			tasks := tx.Bucket(bucketTasks)
-			// Keys are sequence numbers, so new records go to the right
-			// end of the tree: fill pages nearly full instead of half.
-			tasks.FillPercent = 0.9
-			// In key order, so that each put lands at or after the
-			// previous one instead of anywhere in the leaf.
-			s.seqs = s.seqs[:0]
-			for seq := range b.tasks {
-				s.seqs = append(s.seqs, seq)
-			}
-			slices.Sort(s.seqs)
-			var key [8]byte
-			for _, seq := range s.seqs {
-				rec := b.tasks[seq]
-				binary.BigEndian.PutUint64(key[:], seq)
-				var err error
-				if rec == nil {
-					err = tasks.Delete(key[:])
-				} else {
-					err = tasks.Put(key[:], rec)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if err := putAll(tx.Bucket(bucketQueues), b.queues); err != nil {
+			if err := s.putTasks(tx, b.tasks); err != nil {
 				return err
 			}
-			if err := putAll(tx.Bucket(bucketClaims), b.claims); err != nil {
+			if err := putAll(tx, bucketQueues, b.queues); err != nil {
 				return err
 			}
-			if err := putAll(tx.Bucket(bucketKV), b.kv); err != nil {
+			if err := putAll(tx, bucketClaims, b.claims); err != nil {
 				return err
 			}
-			if err := putAll(tx.Bucket(bucketWorkflows), b.wf); err != nil {
+			if err := putAll(tx, bucketKV, b.kv); err != nil {
 				return err
 			}
-			if err := putAll(tx.Bucket(bucketWorkflowSpecs), b.wfSpecs); err != nil {
+			if err := putAll(tx, bucketWorkflows, b.wf); err != nil {
 				return err
+			}
+			if err := putAll(tx, bucketWorkflowSpecs, b.wfSpecs); err != nil {
+				return err
+			}
+			if len(b.dropStats) == 0 && len(b.stats) == 0 {
+				return nil
 			}
 			stats := tx.Bucket(bucketStats)
 			for queue := range b.dropStats {
@@ -346,8 +327,46 @@ func (s *boltStore) commit(b *batch) error {
 	})
 }
 
-// putAll writes kv into bk, deleting the keys whose value is nil.
-func putAll(bk *bolt.Bucket, kv map[string][]byte) error {
+// putTasks writes the task records of a batch (nil = delete) in key
+// order, so that each put lands at or after the previous one instead of
+// anywhere in the leaf.
+func (s *boltStore) putTasks(tx *bolt.Tx, recs map[uint64][]byte) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	tasks := tx.Bucket(bucketTasks)
+	// Keys are sequence numbers, so new records go to the right end of
+	// the tree: fill pages nearly full instead of half.
+	tasks.FillPercent = 0.9
+	s.seqs = s.seqs[:0]
+	for seq := range recs {
+		s.seqs = append(s.seqs, seq)
+	}
+	slices.Sort(s.seqs)
+	var key [8]byte
+	for _, seq := range s.seqs {
+		binary.BigEndian.PutUint64(key[:], seq)
+		var err error
+		if rec := recs[seq]; rec == nil {
+			err = tasks.Delete(key[:])
+		} else {
+			err = tasks.Put(key[:], rec)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putAll writes kv into the bucket called name, deleting the keys whose
+// value is nil. It does not open the bucket when kv is empty: opening one
+// costs a search of the root page, and most batches change tasks only.
+func putAll(tx *bolt.Tx, name []byte, kv map[string][]byte) error {
+	if len(kv) == 0 {
+		return nil
+	}
+	bk := tx.Bucket(name)
 	for k, v := range kv {
 		var err error
 		if v == nil {
