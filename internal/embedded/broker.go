@@ -457,9 +457,9 @@ func (b *Broker) commitLoop() {
 		}
 		cur.done.err = err
 		close(cur.done.done)
-		// About one writer woken per record written, coming back with
-		// more, and the writers already waiting for the next batch.
-		want := len(cur.tasks) + len(b.buf.tasks)
+		// The callers just woken, coming back with more, and those
+		// already waiting for the next batch.
+		want := cur.waiters + b.buf.waiters
 		if err == nil && cur.recycle() {
 			spare = cur
 		}
@@ -470,28 +470,29 @@ func (b *Broker) commitLoop() {
 // gatherYields caps the yields of gather.
 const gatherYields = 8
 
-// gather lets the writers that the last commit woke add their next changes
+// gather lets the callers that the last commit woke add their next changes
 // before the committer takes the next batch, so that the batch carries
-// them all instead of the writers splitting into cohorts that alternate,
-// each paying a commit. want is the number of records the next batch
-// would hold if every one came back: those the last commit wrote plus
-// those already waiting. gather yields the processor while the batch holds
-// fewer and, after the first yield, keeps growing; a yield that adds
-// nothing ends it. A store with one writer (want < 2) does not wait, and
-// nothing sleeps. The caller holds b.mu.
+// them all instead of the callers splitting into cohorts that alternate,
+// each paying a commit. want is the number of callers that would wait for
+// the next batch if every one came back: those the last commit woke plus
+// those already waiting. gather yields the processor while fewer wait and,
+// after the first yield, their number keeps growing; a yield that adds
+// none ends it. Changes no caller waits for (a Fetch's) do not count. A
+// store with one writer (want < 2) does not wait, and nothing sleeps. The
+// caller holds b.mu.
 func (b *Broker) gather(want int) {
 	if want < 2 {
 		return
 	}
 	for i := range gatherYields {
-		n := len(b.buf.tasks)
+		n := b.buf.waiters
 		if n >= want {
 			return
 		}
 		b.mu.Unlock()
 		runtime.Gosched()
 		b.mu.Lock()
-		if i > 0 && len(b.buf.tasks) == n {
+		if i > 0 && b.buf.waiters == n {
 			return
 		}
 	}
@@ -609,6 +610,7 @@ func (b *Broker) durable() *ticket {
 	if b.store == nil || b.buf.empty() {
 		return nil
 	}
+	b.buf.waiters++
 	return b.buf.done
 }
 
@@ -635,6 +637,7 @@ func (b *Broker) enqueueDurable(seq uint64) *ticket {
 	case b.inflight != nil && seq < b.inflightSeq:
 		return b.inflight
 	}
+	b.buf.waiters++
 	return b.buf.done
 }
 

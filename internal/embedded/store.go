@@ -31,6 +31,9 @@ type batch struct {
 	stats     map[statKey]uint64
 	dropStats map[string]bool
 	done      *ticket
+	// waiters counts the calls that took done to wait on (the
+	// committer's estimate of the callers a commit wakes).
+	waiters int
 }
 
 // batchRecycleMax is the number of records above which a written batch's
@@ -68,6 +71,7 @@ func (b *batch) recycle() bool {
 	clear(b.wfSpecs)
 	clear(b.stats)
 	clear(b.dropStats)
+	b.waiters = 0
 	b.done = &ticket{done: make(chan struct{})}
 	return true
 }
