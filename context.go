@@ -16,13 +16,36 @@ type taskMetadata struct {
 	deps                   *depsLoader
 }
 
+// metadataCtx is a context holding its task's metadata: one allocation
+// per attempt, where context.WithValue of the struct would box it in a
+// second.
+type metadataCtx struct {
+	context.Context
+	md taskMetadata
+}
+
+// Value answers ctxKey{} with the task's metadata (a pointer, so that no
+// read allocates) and asks the parent otherwise.
+func (c *metadataCtx) Value(key any) any {
+	if key == (ctxKey{}) {
+		return &c.md
+	}
+	return c.Context.Value(key)
+}
+
+// String names the context for debugging, as the standard ones do.
+func (c *metadataCtx) String() string { return "htq.taskContext(" + c.md.queue + "/" + c.md.id + ")" }
+
 func withTaskMetadata(ctx context.Context, md taskMetadata) context.Context {
-	return context.WithValue(ctx, ctxKey{}, md)
+	return &metadataCtx{Context: ctx, md: md}
 }
 
 func metadata(ctx context.Context) (taskMetadata, bool) {
-	md, ok := ctx.Value(ctxKey{}).(taskMetadata)
-	return md, ok
+	md, ok := ctx.Value(ctxKey{}).(*taskMetadata)
+	if !ok {
+		return taskMetadata{}, false
+	}
+	return *md, true
 }
 
 // GetTaskID returns the ID of the task a handler's ctx belongs to. ok is

@@ -431,6 +431,13 @@ func (p *processor) fetch(ctx context.Context, n int) (leases []*broker.Lease, w
 	return nil, wait, firstErr
 }
 
+// taskWithWriter is the task a handler gets and its ResultWriter, in one
+// allocation (run makes one per attempt).
+type taskWithWriter struct {
+	t Task
+	w ResultWriter
+}
+
 // run processes one leased task and writes its outcome.
 func (p *processor) run(at *activeTask) {
 	l := at.lease
@@ -451,8 +458,9 @@ func (p *processor) run(at *activeTask) {
 		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
 		defer cancelDeadline()
 	}
-	task := &Task{typename: msg.Type, payload: msg.Payload,
-		w: &ResultWriter{ctx: context.WithoutCancel(ctx), b: p.broker, lease: ref}}
+	tw := &taskWithWriter{w: ResultWriter{ctx: ctx, b: p.broker, lease: ref}}
+	tw.t = Task{typename: msg.Type, payload: msg.Payload, w: &tw.w}
+	task := &tw.t
 	var err error
 	if ctx.Err() != nil {
 		err = context.Cause(ctx) // the deadline passed (or the lease was lost) before it could start

@@ -24,14 +24,20 @@ func newStorageWatch(clock clockwork.Clock) *storageWatch { return &storageWatch
 
 // failed records err if it says the storage could not be reached or did
 // not answer (not a refusal about a task's state).
+// It is called for every task's completion: a nil err returns before
+// anything escapes to the heap (see unreachable).
 func (w *storageWatch) failed(err error) {
-	var throttled *broker.ThrottledError
-	switch {
-	case err == nil, errors.Is(err, ErrLeaseLost), errors.Is(err, ErrTaskNotFound),
-		errors.Is(err, ErrInvalidArgument), errors.As(err, &throttled):
-		return
+	if err != nil && unreachable(err) {
+		w.last.Store(w.clock.Now().UnixNano())
 	}
-	w.last.Store(w.clock.Now().UnixNano())
+}
+
+// unreachable reports whether err, not nil, says the storage could not
+// be reached or did not answer.
+func unreachable(err error) bool {
+	var throttled *broker.ThrottledError
+	return !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrTaskNotFound) &&
+		!errors.Is(err, ErrInvalidArgument) && !errors.As(err, &throttled)
 }
 
 // unreachableWithin reports whether the storage failed to answer within

@@ -40,7 +40,7 @@ func (t *Task) ResultWriter() *ResultWriter { return t.w }
 // is kept with the task and shown by the Inspector; it lasts as long as the
 // task (use the Retention option to keep completed tasks).
 type ResultWriter struct {
-	ctx   context.Context
+	ctx   context.Context // the attempt's; Write detaches it from its cancelation
 	b     broker.Broker
 	lease broker.LeaseRef
 }
@@ -48,7 +48,7 @@ type ResultWriter struct {
 // Write stores data as the task's result, replacing any earlier one. It
 // fails with ErrLeaseLost when the worker no longer holds the task.
 func (w *ResultWriter) Write(data []byte) (n int, err error) {
-	if err := w.b.WriteResult(w.ctx, w.lease, data); err != nil {
+	if err := w.b.WriteResult(context.WithoutCancel(w.ctx), w.lease, data); err != nil {
 		return 0, fmt.Errorf("htq: write result of task %s: %w", w.lease.ID, err)
 	}
 	return len(data), nil
