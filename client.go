@@ -17,6 +17,7 @@ import (
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/lazydeadline"
 )
 
 // Client enqueues tasks. It is safe for concurrent use.
@@ -139,7 +140,9 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 	if _, ok := ctx.Deadline(); ok || c.retryFor < 0 {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, c.retryFor)
+	// No timer unless something waits on Done (a retry's backoff does):
+	// see internal/lazydeadline.
+	return lazydeadline.WithTimeout(ctx, c.retryFor)
 }
 
 // again tells whether a call that failed with err on its attempt-th try

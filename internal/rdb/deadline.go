@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/lazydeadline"
 )
 
 // DefaultTimeout is Options.Timeout's default: how long one call to
@@ -140,7 +141,9 @@ func (b *Broker) bound(ctx context.Context, extra time.Duration) (context.Contex
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, d)
+	// A synchronous rueidis call reads only Deadline and Err and sets the
+	// deadline on the connection: no timer per call (internal/lazydeadline).
+	return lazydeadline.WithTimeout(ctx, d)
 }
 
 func unavailableResults(rs []rueidis.RedisResult) []rueidis.RedisResult {

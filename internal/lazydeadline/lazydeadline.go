@@ -1,0 +1,109 @@
+// Package lazydeadline gives a context a deadline without arming a timer
+// until something waits on the context's Done channel.
+//
+// context.WithTimeout allocates a timer context and starts a runtime timer
+// on every call, and stops it again when the call ends: about 3 µs of CPU
+// on this project's machine, paid twice per Enqueue on Redis (the Client's
+// RetryFor deadline and the broker's call deadline) by calls that mostly
+// end long before their deadline. A Redis call over rueidis that is made
+// synchronously (the usual case for one caller) reads only the context's
+// Deadline and Err and enforces the deadline on the connection itself, so
+// the timer is never needed there. The context returned here reports the
+// same deadline, and creates the real timer context (context.WithDeadline)
+// only the first time Done is called.
+package lazydeadline
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// WithTimeout is context.WithTimeout(parent, d), except that no timer is
+// armed until the returned context's Done method is first called. The
+// returned context follows the context.Context contract: Err reports
+// context.DeadlineExceeded once the deadline has passed, or
+// context.Canceled after cancel, or the parent's error; Done is closed in
+// the same cases (once it has been asked for). Calling cancel releases the
+// timer, if one was armed.
+func WithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	c := &lazyCtx{parent: parent, deadline: time.Now().Add(d)}
+	return c, c.cancel
+}
+
+// lazyCtx is the context WithTimeout returns.
+type lazyCtx struct {
+	parent   context.Context
+	deadline time.Time
+
+	mu          sync.Mutex
+	inner       context.Context // the real timer context, once Done was called
+	innerCancel context.CancelFunc
+	canceled    bool // cancel was called
+}
+
+// Deadline returns the deadline given to WithTimeout, or the parent's when
+// it is earlier.
+func (c *lazyCtx) Deadline() (time.Time, bool) {
+	if pd, ok := c.parent.Deadline(); ok && pd.Before(c.deadline) {
+		return pd, true
+	}
+	return c.deadline, true
+}
+
+// Done arms the timer context on its first call and returns its channel.
+func (c *lazyCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner == nil {
+		c.inner, c.innerCancel = context.WithDeadline(c.parent, c.deadline)
+		if c.canceled {
+			c.innerCancel()
+		}
+	}
+	return c.inner.Done()
+}
+
+// Err returns the timer context's error once it exists; until then the
+// parent's error, context.Canceled after cancel, or
+// context.DeadlineExceeded once the deadline has passed.
+func (c *lazyCtx) Err() error {
+	c.mu.Lock()
+	inner, canceled := c.inner, c.canceled
+	c.mu.Unlock()
+	if inner != nil {
+		return inner.Err()
+	}
+	if err := c.parent.Err(); err != nil {
+		return err
+	}
+	if canceled {
+		return context.Canceled
+	}
+	if !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// Value looks key up in the timer context once it exists (so that
+// context.Cause and children find it), else in the parent.
+func (c *lazyCtx) Value(key any) any {
+	c.mu.Lock()
+	inner := c.inner
+	c.mu.Unlock()
+	if inner != nil {
+		return inner.Value(key)
+	}
+	return c.parent.Value(key)
+}
+
+// cancel is the CancelFunc WithTimeout returns.
+func (c *lazyCtx) cancel() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.canceled = true
+	if c.innerCancel != nil {
+		c.innerCancel()
+	}
+}

@@ -1,0 +1,127 @@
+package lazydeadline
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestDeadlineWithoutTimer(t *testing.T) {
+	before := time.Now()
+	ctx, cancel := WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	dl, ok := ctx.Deadline()
+	if !ok || dl.Before(before.Add(time.Hour)) || dl.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("Deadline() = %v, %v; want about an hour from now", dl, ok)
+	}
+	if err := ctx.Err(); err != nil {
+		t.Fatalf("Err() = %v before the deadline", err)
+	}
+	if ctx.(*lazyCtx).inner != nil {
+		t.Fatal("a timer context was made though nothing called Done")
+	}
+}
+
+func TestParentDeadlineEarlier(t *testing.T) {
+	parent, pc := context.WithTimeout(context.Background(), time.Minute)
+	defer pc()
+	ctx, cancel := WithTimeout(parent, time.Hour)
+	defer cancel()
+	pd, _ := parent.Deadline()
+	if dl, ok := ctx.Deadline(); !ok || !dl.Equal(pd) {
+		t.Fatalf("Deadline() = %v, %v; want the parent's %v", dl, ok, pd)
+	}
+}
+
+func TestDeadlinePassedWithoutDone(t *testing.T) {
+	ctx, cancel := WithTimeout(context.Background(), 0)
+	defer cancel()
+	if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Err() = %v; want context.DeadlineExceeded", err)
+	}
+	<-ctx.Done() // armed late, closes at once
+	if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Err() after Done = %v; want context.DeadlineExceeded", err)
+	}
+}
+
+func TestDoneClosesAtDeadline(t *testing.T) {
+	ctx, cancel := WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	child, cc := context.WithCancel(ctx) // asks for Done: arms the timer
+	defer cc()
+	select {
+	case <-child.Done():
+	case <-time.After(10 * time.Second): // a bound on a broken timer, not a speed check
+		t.Fatal("the child of a context past its deadline was not canceled")
+	}
+	if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Err() = %v; want context.DeadlineExceeded", err)
+	}
+	if err := context.Cause(child); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Cause(child) = %v; want context.DeadlineExceeded", err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	t.Run("before Done", func(t *testing.T) {
+		ctx, cancel := WithTimeout(context.Background(), time.Hour)
+		cancel()
+		if err := ctx.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err() = %v; want context.Canceled", err)
+		}
+		<-ctx.Done()
+		if err := ctx.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err() after Done = %v; want context.Canceled", err)
+		}
+	})
+	t.Run("after Done", func(t *testing.T) {
+		ctx, cancel := WithTimeout(context.Background(), time.Hour)
+		done := ctx.Done()
+		cancel()
+		<-done
+		if err := ctx.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err() = %v; want context.Canceled", err)
+		}
+		cancel() // a second call is harmless
+	})
+	t.Run("parent", func(t *testing.T) {
+		parent, pc := context.WithCancel(context.Background())
+		ctx, cancel := WithTimeout(parent, time.Hour)
+		defer cancel()
+		pc()
+		if err := ctx.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err() = %v; want the parent's context.Canceled", err)
+		}
+		<-ctx.Done()
+	})
+}
+
+func TestValueFromParent(t *testing.T) {
+	type key struct{}
+	parent := context.WithValue(context.Background(), key{}, "v")
+	ctx, cancel := WithTimeout(parent, time.Hour)
+	defer cancel()
+	if got := ctx.Value(key{}); got != "v" {
+		t.Fatalf("Value = %v before Done; want the parent's", got)
+	}
+	ctx.Done()
+	if got := ctx.Value(key{}); got != "v" {
+		t.Fatalf("Value = %v after Done; want the parent's", got)
+	}
+}
+
+// The point of the package: a call that reads only Deadline and Err
+// allocates the context itself and its cancel function, no timer.
+func TestAllocations(t *testing.T) {
+	allocs := testing.AllocsPerRun(100, func() {
+		ctx, cancel := WithTimeout(context.Background(), time.Hour)
+		ctx.Deadline()
+		_ = ctx.Err()
+		cancel()
+	})
+	if allocs > 2 {
+		t.Fatalf("%v allocations per call; want at most 2 (no timer)", allocs)
+	}
+}
