@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 //	delayed_task_check_interval=DURATION  Config.DelayedTaskCheckInterval
 //	cluster=true                          addr is a node of a Redis Cluster (redis-cluster://)
 //	retention=DURATION                    htq.Retention on every task (as htq serve keeps its tasks)
+//	event_log=N                           the storage URL's event_log parameter (0: the event log off)
 //
 // -queue may name several queues, comma-separated: enqueues go to them in
 // turn and the workers serve them all with equal weight (the scale-out
@@ -78,6 +80,18 @@ func newHTQ(h *htqImpl, addr string, opts map[string]string) (Impl, error) {
 	h.queues = strings.Split(h.queue, ",")
 	{
 		for k, v := range opts {
+			if k == "event_log" {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 {
+					return nil, fmt.Errorf("htq option event_log %q: want a number of entries (0 turns the log off)", v)
+				}
+				sep := "?"
+				if strings.Contains(h.url, "?") {
+					sep = "&"
+				}
+				h.url += sep + "event_log=" + v
+				continue
+			}
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				return nil, fmt.Errorf("htq option %s: %v", k, err)
