@@ -87,11 +87,19 @@ func (c *lazyCtx) Err() error {
 }
 
 // Value looks key up in the timer context once it exists (so that
-// context.Cause and children find it), else in the parent.
+// context.Cause and children find it), else in the parent. A context that
+// is done (Err is not nil) arms the timer context first, so that
+// context.Cause, which finds the cause through Value, agrees with Err.
 func (c *lazyCtx) Value(key any) any {
 	c.mu.Lock()
 	inner := c.inner
 	c.mu.Unlock()
+	if inner == nil && c.Err() != nil {
+		c.Done()
+		c.mu.Lock()
+		inner = c.inner
+		c.mu.Unlock()
+	}
 	if inner != nil {
 		return inner.Value(key)
 	}

@@ -46,6 +46,27 @@ func TestDeadlinePassedWithoutDone(t *testing.T) {
 	}
 }
 
+// context.Cause finds a cause through Value: it must agree with Err even
+// when nothing called Done, under a parent that can be canceled.
+func TestCauseWithoutDone(t *testing.T) {
+	parent, pc := context.WithCancel(context.Background())
+	defer pc()
+	ctx, cancel := WithTimeout(parent, 0)
+	defer cancel()
+	if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Cause() = %v past the deadline; want context.DeadlineExceeded", err)
+	}
+	live, cancelLive := WithTimeout(parent, time.Hour)
+	defer cancelLive()
+	if err := context.Cause(live); err != nil {
+		t.Fatalf("Cause() = %v before the deadline; want nil", err)
+	}
+	cancelLive()
+	if err := context.Cause(live); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Cause() = %v after cancel; want context.Canceled", err)
+	}
+}
+
 func TestDoneClosesAtDeadline(t *testing.T) {
 	ctx, cancel := WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -124,4 +145,26 @@ func TestAllocations(t *testing.T) {
 	if allocs > 2 {
 		t.Fatalf("%v allocations per call; want at most 2 (no timer)", allocs)
 	}
+}
+
+// Done, Err, Value and cancel may be called from several goroutines at
+// once (run with -race): every caller gets the one same channel.
+func TestConcurrentDone(t *testing.T) {
+	ctx, cancel := WithTimeout(context.Background(), time.Hour)
+	chans := make(chan (<-chan struct{}), 8)
+	for range 8 {
+		go func() {
+			_ = ctx.Err()
+			_ = ctx.Value(struct{}{})
+			chans <- ctx.Done()
+		}()
+	}
+	first := <-chans
+	for range 7 {
+		if c := <-chans; c != first {
+			t.Fatal("Done returned two different channels")
+		}
+	}
+	cancel()
+	<-first
 }
