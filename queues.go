@@ -18,6 +18,8 @@ type queueSelector struct {
 
 	mu  sync.Mutex
 	rng *rand.Rand
+	// current is the smooth weighted round-robin state, parallel to names.
+	current []int
 }
 
 func newQueueSelector(queues map[string]int, strict bool) *queueSelector {
@@ -26,6 +28,7 @@ func newQueueSelector(queues map[string]int, strict bool) *queueSelector {
 		qs.names = append(qs.names, q)
 	}
 	sort.Strings(qs.names)
+	qs.current = make([]int, len(qs.names))
 	for _, q := range qs.names {
 		qs.weights = append(qs.weights, queues[q])
 		qs.total += queues[q]
@@ -36,8 +39,12 @@ func newQueueSelector(queues map[string]int, strict bool) *queueSelector {
 }
 
 // order returns the queues in the order to try them for one fetch. With
-// weights, each queue comes first with probability weight/total, and the
-// rest follow by the same rule among the remaining queues.
+// weights, each queue comes first in weight/total of the fetches, exactly
+// so over every total fetches (smooth weighted round-robin: the queue
+// furthest behind its share goes first), so that the shares hold even
+// when a server makes few, large fetches; the rest follow by weighted
+// random draw among the remaining queues (the order in which a fetch
+// falls back when the first queue is empty).
 func (qs *queueSelector) order() []string {
 	if qs.strict || len(qs.names) == 1 {
 		return qs.byPrio
@@ -47,6 +54,17 @@ func (qs *queueSelector) order() []string {
 	total := qs.total
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
+	first := 0
+	for i, w := range qs.weights {
+		qs.current[i] += w
+		if qs.current[i] > qs.current[first] {
+			first = i
+		}
+	}
+	qs.current[first] -= qs.total
+	out = append(out, qs.names[first])
+	total -= weights[first]
+	weights[first] = 0
 	for len(out) < len(qs.names) {
 		r := qs.rng.IntN(total)
 		for i, w := range weights {
