@@ -46,8 +46,8 @@ func newQueueSelector(queues map[string]int, strict bool) *queueSelector {
 // random draw among the remaining queues (the order in which a fetch
 // falls back when the first queue is empty).
 func (qs *queueSelector) order() []string {
-	if qs.strict || len(qs.names) == 1 {
-		return qs.byPrio
+	if qs.strict || len(qs.names) <= 1 {
+		return qs.byPrio // also a server with no queue yet (a QueueSource's first answer)
 	}
 	out := make([]string, 0, len(qs.names))
 	weights := append([]int(nil), qs.weights...)

@@ -29,4 +29,9 @@ func TestQueueOrderShares(t *testing.T) {
 	if o := newQueueSelector(weights, true).order(); !slices.Equal(o, []string{"critical", "default", "low"}) {
 		t.Fatalf("strict order %v", o)
 	}
+	for _, qs := range []map[string]int{nil, {"only": 2}} {
+		if o := newQueueSelector(qs, false).order(); len(o) != len(qs) {
+			t.Fatalf("order of %v: %v", qs, o)
+		}
+	}
 }
