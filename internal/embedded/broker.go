@@ -37,6 +37,7 @@ type Broker struct {
 	dir   string     // data directory; "" in memory
 	lock  *dirLock   // nil in memory
 	store *boltStore // nil in memory
+	wal   *walLog    // nil in memory; only the committer writes it
 
 	mu      sync.Mutex
 	work    *sync.Cond // signalled when buf gains changes or the broker closes
@@ -82,6 +83,24 @@ type Broker struct {
 
 	// commitFn writes a batch; tests replace it to make writes fail.
 	commitFn func(*batch) error
+
+	// The checkpoint (guarded by mu): ckptQ holds the batches in the log
+	// that no checkpoint holds yet, oldest first; ckptSeq is the last log
+	// record the file holds; ckptBusy is set while the checkpointer
+	// writes a job (sent on ckptJobs, answered on ckptDone), ckptReady
+	// when it has answered; ckptAt is when the last job was sent, and no
+	// job is sent before ckptRetry (after a failed one). spares are
+	// written batches emptied for reuse.
+	ckptQ       []*batch
+	ckptSeq     uint64
+	ckptBusy    bool
+	ckptReady   bool
+	ckptAt      time.Time
+	ckptRetry   time.Time
+	ckptJobs    chan ckptJob
+	ckptDone    chan ckptJob
+	ckptStopped chan struct{}
+	spares      []*batch
 
 	// commits and commitTime count the committer's transactions and the
 	// time they took (guarded by mu), for CommitStats.
@@ -134,14 +153,20 @@ func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
 	b.dir, b.lock = dir, lock
 	// Read an existing file read-only first: every damaged page shows up
 	// here as an error naming the file (see openBolt).
+	var ckpt uint64
+	var size int64
 	if fi, err := os.Stat(file); err == nil && fi.Size() > 0 {
+		size = fi.Size()
 		ro, err := openBolt(file, true, opts.LockTimeout)
 		if err != nil {
 			_ = lock.release()
 			return nil, err
 		}
 		b.store = ro
-		err = loadPausingGC(b, fi.Size())
+		err = loadPausingGC(b, size)
+		if err == nil {
+			ckpt, err = ro.checkpointSeq()
+		}
 		_ = ro.close()
 		if err != nil {
 			_ = lock.release()
@@ -167,11 +192,52 @@ func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
 		}
 	}
 	b.store = store
-	b.commitFn = store.commit
+	replayed, err := b.replay(dir, ckpt, size)
+	if err != nil {
+		_ = store.close()
+		_ = lock.release()
+		return nil, err
+	}
+	b.commitFn = b.wal.append
 	n, orphans := b.expireOrphans()
-	b.log.Info("htq: opened data directory", "dir", dir, "tasks", n, "orphaned_active", orphans, "took", time.Since(start).Round(time.Millisecond))
+	b.log.Info("htq: opened data directory", "dir", dir, "tasks", n, "orphaned_active", orphans, "log_records_replayed", replayed, "took", time.Since(start).Round(time.Millisecond))
+	go b.checkpointLoop()
 	go b.commitLoop()
 	return b, nil
+}
+
+// replay opens the write-ahead log of dir and writes the batches it holds
+// after record ckpt (the file's checkpoint) into the file as one
+// checkpoint, then reloads memory from the file when there were any. It
+// returns how many records it replayed. Afterwards both log files are
+// free: the next record goes to the start of the first.
+func (b *Broker) replay(dir string, ckpt uint64, size int64) (int, error) {
+	w, recs, err := openWAL(dir, ckpt)
+	if err != nil {
+		return 0, err
+	}
+	if len(recs) > 0 {
+		bs := make([]*batch, len(recs))
+		for i, r := range recs {
+			if bs[i], err = decodeBatch(r.payload); err != nil {
+				_ = w.close()
+				return 0, fmt.Errorf("%w: %s: log record %d: %v", ErrCorrupt, filepath.Join(dir, WALFileNames[0]), r.seq, err)
+			}
+		}
+		if err := b.store.checkpoint(bs, w.seq); err != nil {
+			_ = w.close()
+			return 0, fmt.Errorf("htq: writing the log's records into %s: %w", b.store.file, err)
+		}
+		b.buf = newBatch()
+		if err := loadPausingGC(b, size); err != nil {
+			_ = w.close()
+			return 0, err
+		}
+	}
+	w.cur, w.off, w.top = 0, 0, [2]uint64{}
+	b.wal, b.ckptSeq = w, w.seq
+	b.ckptJobs, b.ckptDone, b.ckptStopped = make(chan ckptJob, 1), make(chan ckptJob, 1), make(chan struct{})
+	return len(recs), nil
 }
 
 // OpenMemory returns a Broker that keeps everything in memory and loses it at
@@ -423,19 +489,23 @@ func (b *Broker) commitLoop() {
 	defer close(b.committerDone)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	// spare is the batch written last, emptied: the next one to fill, so
-	// that a commit allocates no new maps.
-	var spare *batch
 	for {
-		for b.buf.empty() && !b.closed {
+		for b.buf.empty() && !b.closed && !b.ckptReady {
 			b.work.Wait()
 		}
 		if b.buf.empty() {
+			if !b.closed {
+				b.maybeCheckpoint(true)
+				continue
+			}
+			b.closeCheckpoints()
 			return
 		}
 		cur := b.buf
-		if spare != nil {
-			b.buf, spare = spare, nil
+		// A batch written earlier, emptied, is the next one to fill, so
+		// that a commit allocates no new maps.
+		if n := len(b.spares); n > 0 {
+			b.buf, b.spares = b.spares[n-1], b.spares[:n-1]
 		} else {
 			b.buf = newBatch()
 		}
@@ -460,10 +530,15 @@ func (b *Broker) commitLoop() {
 		// The callers just woken, coming back with more, and those
 		// already waiting for the next batch.
 		want := cur.waiters + b.buf.waiters
-		if err == nil && cur.recycle() {
-			spare = cur
+		switch {
+		case err != nil:
+		case b.wal != nil:
+			b.ckptQ = append(b.ckptQ, cur)
+		case cur.recycle():
+			b.spares = append(b.spares, cur)
 		}
 		b.gather(want)
+		b.maybeCheckpoint(b.buf.empty())
 	}
 }
 
@@ -508,7 +583,13 @@ func (b *Broker) writeFailed(err error) {
 	b.buf = newBatch()
 	next.done.err = err
 	close(next.done.done)
-	if lerr := b.load(); lerr != nil {
+	// Memory is reloaded from the file, which must first hold every
+	// batch the log does.
+	lerr := b.checkpointLocked()
+	if lerr == nil {
+		lerr = b.load()
+	}
+	if lerr != nil {
 		b.broken = fmt.Errorf("htq: state could not be reloaded after a failed write (%v): %w", err, lerr)
 		b.log.Error("htq: broker unusable until reopened", "err", b.broken)
 	}
@@ -710,6 +791,12 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	<-b.committerDone
 	var errs []error
+	if b.wal != nil {
+		<-b.ckptStopped
+		if err := b.wal.close(); err != nil {
+			errs = append(errs, fmt.Errorf("htq: closing the log of %s: %w", b.dir, err))
+		}
+	}
 	if b.store != nil {
 		if err := b.store.close(); err != nil {
 			errs = append(errs, fmt.Errorf("htq: closing %s: %w", b.store.file, err))

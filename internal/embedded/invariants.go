@@ -31,6 +31,11 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 		}
 	}
 	defer b.mu.Unlock()
+	// The file is compared with memory: bring its checkpoint up to the
+	// log first.
+	if err := b.checkpointLocked(); err != nil {
+		return err
+	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	seqs := make(map[uint64]*task)

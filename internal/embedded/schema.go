@@ -5,6 +5,7 @@ import "encoding/binary"
 // The bbolt file's schema: every bucket and key shape, in one place.
 //
 //	meta    "version" → uvarint schema version (schemaVersion)
+//	        "checkpoint" → the last log record the file holds (wal.go)
 //	tasks   seq (8 bytes, big endian) → task record (record.go)
 //	queues  queue name → entry: flags byte (flagPaused, flagListed), then the
 //	        settings (queueEntry)
@@ -38,6 +39,9 @@ var (
 	bucketWorkflowSpecs = []byte("wfspecs")
 
 	keyVersion = []byte("version")
+	// keyCheckpoint holds the number of the last write-ahead log record
+	// the file includes (8 bytes, big endian; wal.go).
+	keyCheckpoint = []byte("checkpoint")
 )
 
 // schemaVersion is the version of the layout above. Open migrates older

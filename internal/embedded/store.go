@@ -284,51 +284,93 @@ func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error) (*loade
 // commit writes b in one transaction and syncs it to disk.
 func (s *boltStore) commit(b *batch) error {
 	return s.guard(func() error {
+		return s.db.Update(func(tx *bolt.Tx) error { return s.apply(tx, b) })
+	})
+}
+
+// checkpoint writes the logged batches bs, in order, in one transaction
+// with the number of the last log record they hold (meta "checkpoint"),
+// and syncs it to disk.
+func (s *boltStore) checkpoint(bs []*batch, seq uint64) error {
+	return s.guard(func() error {
 		return s.db.Update(func(tx *bolt.Tx) error {
-			if err := s.putTasks(tx, b.tasks); err != nil {
-				return err
-			}
-			if err := putAll(tx, bucketQueues, b.queues); err != nil {
-				return err
-			}
-			if err := putAll(tx, bucketClaims, b.claims); err != nil {
-				return err
-			}
-			if err := putAll(tx, bucketKV, b.kv); err != nil {
-				return err
-			}
-			if err := putAll(tx, bucketWorkflows, b.wf); err != nil {
-				return err
-			}
-			if err := putAll(tx, bucketWorkflowSpecs, b.wfSpecs); err != nil {
-				return err
-			}
-			if len(b.dropStats) == 0 && len(b.stats) == 0 {
-				return nil
-			}
-			stats := tx.Bucket(bucketStats)
-			for queue := range b.dropStats {
-				prefix := append([]byte(queue), 0)
-				c := stats.Cursor()
-				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
-					if err := c.Delete(); err != nil {
-						return err
-					}
-				}
-			}
-			for k, n := range b.stats {
-				key := k.bytes()
-				var have uint64
-				if v := stats.Get(key); len(v) == 8 {
-					have = binary.BigEndian.Uint64(v)
-				}
-				if err := stats.Put(key, binary.BigEndian.AppendUint64(nil, have+n)); err != nil {
+			for _, b := range bs {
+				if err := s.apply(tx, b); err != nil {
 					return err
 				}
+			}
+			return tx.Bucket(bucketMeta).Put(keyCheckpoint, binary.BigEndian.AppendUint64(nil, seq))
+		})
+	})
+}
+
+// checkpointSeq returns the number of the last log record the file holds
+// (0 for a file written before the log, or new).
+func (s *boltStore) checkpointSeq() (uint64, error) {
+	var seq uint64
+	err := s.guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			if meta == nil {
+				return nil
+			}
+			switch v := meta.Get(keyCheckpoint); len(v) {
+			case 0:
+			case 8:
+				seq = binary.BigEndian.Uint64(v)
+			default:
+				return fmt.Errorf("%w: %s: bad checkpoint record", ErrCorrupt, s.file)
 			}
 			return nil
 		})
 	})
+	return seq, err
+}
+
+// apply writes b's changes in tx.
+func (s *boltStore) apply(tx *bolt.Tx, b *batch) error {
+	if err := s.putTasks(tx, b.tasks); err != nil {
+		return err
+	}
+	if err := putAll(tx, bucketQueues, b.queues); err != nil {
+		return err
+	}
+	if err := putAll(tx, bucketClaims, b.claims); err != nil {
+		return err
+	}
+	if err := putAll(tx, bucketKV, b.kv); err != nil {
+		return err
+	}
+	if err := putAll(tx, bucketWorkflows, b.wf); err != nil {
+		return err
+	}
+	if err := putAll(tx, bucketWorkflowSpecs, b.wfSpecs); err != nil {
+		return err
+	}
+	if len(b.dropStats) == 0 && len(b.stats) == 0 {
+		return nil
+	}
+	stats := tx.Bucket(bucketStats)
+	for queue := range b.dropStats {
+		prefix := append([]byte(queue), 0)
+		c := stats.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+	}
+	for k, n := range b.stats {
+		key := k.bytes()
+		var have uint64
+		if v := stats.Get(key); len(v) == 8 {
+			have = binary.BigEndian.Uint64(v)
+		}
+		if err := stats.Put(key, binary.BigEndian.AppendUint64(nil, have+n)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // putTasks writes the task records of a batch (nil = delete) in key

@@ -1,0 +1,146 @@
+package embedded
+
+import (
+	"fmt"
+	"time"
+)
+
+// How often the committer hands the logged batches to the checkpointer:
+// after checkpointInterval, or once checkpointBatches batches wait, or as
+// soon as no batch waits (an idle store checkpoints promptly after its last
+// write). A failed checkpoint is retried after checkpointRetry.
+const (
+	checkpointInterval = 50 * time.Millisecond
+	checkpointBatches  = 512
+	checkpointRetry    = time.Second
+	// maxSpares caps the emptied batches kept for reuse.
+	maxSpares = 4
+)
+
+// ckptJob is one checkpoint: the logged batches to write into the file, in
+// order, and the number of the last log record they hold; err is how it
+// went.
+type ckptJob struct {
+	batches []*batch
+	seq     uint64
+	err     error
+}
+
+// checkpointLoop is the checkpointer: it writes each job it is sent into
+// the file as one synced transaction and answers on ckptDone. It runs
+// until ckptJobs is closed.
+func (b *Broker) checkpointLoop() {
+	defer close(b.ckptStopped)
+	for job := range b.ckptJobs {
+		job.err = b.store.checkpoint(job.batches, job.seq)
+		b.ckptDone <- job
+		// Wake the committer from another goroutine: the committer (or
+		// CheckInvariants) may hold b.mu while it waits for the answer
+		// to the next job, which this goroutine must be free to write.
+		go func() {
+			b.mu.Lock()
+			b.ckptReady = true
+			b.work.Signal()
+			b.mu.Unlock()
+		}()
+	}
+}
+
+// collectCheckpoint takes the checkpointer's answer when there is one
+// (waiting for it when block is set and a job is out). A finished job's
+// batches are reused; a failed one's go back to the front of ckptQ, to be
+// written with the next. The caller holds b.mu.
+func (b *Broker) collectCheckpoint(block bool) {
+	b.ckptReady = false
+	if !b.ckptBusy {
+		return
+	}
+	var job ckptJob
+	if block {
+		job = <-b.ckptDone
+	} else {
+		select {
+		case job = <-b.ckptDone:
+		default:
+			return
+		}
+	}
+	b.ckptBusy = false
+	if job.err != nil {
+		b.log.Error("htq: checkpoint of the log into the data file failed; the log keeps the changes, retrying", "err", job.err)
+		b.ckptQ = append(job.batches, b.ckptQ...)
+		b.ckptRetry = b.clock.Now().Add(checkpointRetry)
+		return
+	}
+	b.ckptSeq = job.seq
+	for _, bt := range job.batches {
+		if len(b.spares) >= maxSpares {
+			break
+		}
+		if bt.recycle() {
+			b.spares = append(b.spares, bt)
+		}
+	}
+}
+
+// maybeCheckpoint sends the logged batches to the checkpointer when it is
+// free and they are due (idle: no batch waits to be written), then moves
+// the log to its other file if a finished checkpoint holds all that file
+// has. The committer calls it, holding b.mu.
+func (b *Broker) maybeCheckpoint(idle bool) {
+	if b.wal == nil {
+		return
+	}
+	b.collectCheckpoint(false)
+	if b.ckptBusy || len(b.ckptQ) == 0 {
+		return
+	}
+	now := b.clock.Now()
+	if now.Before(b.ckptRetry) {
+		return
+	}
+	if !idle && now.Sub(b.ckptAt) < checkpointInterval && len(b.ckptQ) < checkpointBatches {
+		return
+	}
+	b.ckptJobs <- ckptJob{batches: b.ckptQ, seq: b.wal.seq}
+	b.ckptQ, b.ckptBusy, b.ckptAt = nil, true, now
+	b.wal.rotate(b.ckptSeq)
+}
+
+// checkpointLocked writes every logged batch into the file now, after the
+// checkpointer's job in flight. The caller holds b.mu and no batch is
+// being written.
+func (b *Broker) checkpointLocked() error {
+	if b.wal == nil {
+		return nil
+	}
+	b.collectCheckpoint(true)
+	if len(b.ckptQ) == 0 {
+		return nil
+	}
+	if err := b.store.checkpoint(b.ckptQ, b.wal.seq); err != nil {
+		return fmt.Errorf("htq: checkpoint into %s: %w", b.store.file, err)
+	}
+	b.ckptQ, b.ckptSeq = nil, b.wal.seq
+	return nil
+}
+
+// closeCheckpoints ends the checkpointer and writes what it had not, so
+// that the next Open has no log to replay. A failure is logged: the log
+// still holds the changes. The committer calls it as it stops, holding
+// b.mu.
+func (b *Broker) closeCheckpoints() {
+	if b.wal == nil {
+		return
+	}
+	var err error
+	if b.broken == nil {
+		err = b.checkpointLocked()
+	} else {
+		b.collectCheckpoint(true)
+	}
+	close(b.ckptJobs)
+	if err != nil {
+		b.log.Warn("htq: final checkpoint failed; the next open replays the log", "err", err)
+	}
+}
