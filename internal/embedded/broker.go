@@ -100,6 +100,7 @@ type Broker struct {
 	ckptJobs    chan ckptJob
 	ckptDone    chan ckptJob
 	ckptStopped chan struct{}
+	ckptHold    bool // tests: send the checkpointer nothing
 	spares      []*batch
 
 	// commits and commitTime count the committer's transactions and the
@@ -192,7 +193,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
 		}
 	}
 	b.store = store
-	replayed, err := b.replay(dir, ckpt, size)
+	replayed, err := b.replay(dir, ckpt, size, opts.walSize)
 	if err != nil {
 		_ = store.close()
 		_ = lock.release()
@@ -211,8 +212,8 @@ func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
 // checkpoint, then reloads memory from the file when there were any. It
 // returns how many records it replayed. Afterwards both log files are
 // free: the next record goes to the start of the first.
-func (b *Broker) replay(dir string, ckpt uint64, size int64) (int, error) {
-	w, recs, err := openWAL(dir, ckpt)
+func (b *Broker) replay(dir string, ckpt uint64, size, walSize int64) (int, error) {
+	w, recs, err := openWAL(dir, ckpt, walSize)
 	if err != nil {
 		return 0, err
 	}

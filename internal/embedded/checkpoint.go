@@ -92,7 +92,7 @@ func (b *Broker) maybeCheckpoint(idle bool) {
 		return
 	}
 	b.collectCheckpoint(false)
-	if b.ckptBusy || len(b.ckptQ) == 0 {
+	if b.ckptBusy || len(b.ckptQ) == 0 || b.ckptHold {
 		return
 	}
 	now := b.clock.Now()

@@ -24,6 +24,10 @@ type Options struct {
 	// memory (broker.EventLog); 0 means broker.DefaultEventLogSize, a
 	// negative size turns the log off.
 	EventLogSize int
+
+	// walSize is the size the log files are preallocated to; 0 means
+	// walPrealloc (tests make it small).
+	walSize int64
 }
 
 func (o Options) withDefaults() Options {
@@ -32,6 +36,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.walSize <= 0 {
+		o.walSize = walPrealloc
 	}
 	if o.EventLogSize == 0 {
 		o.EventLogSize = broker.DefaultEventLogSize

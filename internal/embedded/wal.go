@@ -66,12 +66,12 @@ type walRecord struct {
 	payload []byte
 }
 
-// openWAL opens (creating and zero-filling when missing) the two log
-// files of dir and reads every record numbered above ckpt, in order. A
+// openWAL opens (creating and zero-filling to size when missing or
+// shorter) the two log files of dir and reads every record numbered above ckpt, in order. A
 // torn or damaged last record ends a file (it was never acknowledged); a
 // damaged record followed by a valid one that a replay needs, or a gap in
 // the numbers, fails with ErrCorrupt naming the file.
-func openWAL(dir string, ckpt uint64) (*walLog, []walRecord, error) {
+func openWAL(dir string, ckpt uint64, size int64) (*walLog, []walRecord, error) {
 	w := &walLog{}
 	var all []walRecord
 	created := false
@@ -99,9 +99,9 @@ func openWAL(dir string, ckpt uint64) (*walLog, []walRecord, error) {
 				all = append(all, r)
 			}
 		}
-		if len(data) < walPrealloc {
+		if int64(len(data)) < size {
 			created = true
-			if err := zeroFill(f, int64(len(data)), walPrealloc); err != nil {
+			if err := zeroFill(f, int64(len(data)), size); err != nil {
 				w.close()
 				return nil, nil, fmt.Errorf("htq: preallocating log %s: %w", path, err)
 			}
