@@ -20,12 +20,15 @@ import (
 // TestPowerLoss is suite 7's power-loss simulation on the embedded store.
 // A worker process that owns the store enqueues (16 producers, 1,000 a
 // second) and runs tasks under strace, which records every write,
-// truncation and sync of the data file with the written bytes, and every
+// truncation and sync of the data file and of the two write-ahead log
+// files with the written bytes, and every
 // line the worker appends to its history; after a random 0.5–1.5 s
 // (0.3–0.8 s in the short version) the worker is killed with SIGKILL. From the trace the test rebuilds the data
-// file as a disk would hold it after a power loss right after a chosen
-// call: everything a completed sync covered, and of the writes after it a
-// random subset, some torn at 512-byte sectors. For each of many such
+// files as a disk would hold them after a power loss right after a chosen
+// call: for each file, everything a completed sync of it covered, and of
+// the writes after it a random subset, some torn at 512-byte sectors
+// (the log's records written after its last fdatasync are dropped, kept
+// or torn this way). For each of many such
 // points (half right after a write of the data file, where unsynced data
 // is pending, half anywhere) the store must open, pass its invariant
 // check, and hold every task whose Enqueue had been acknowledged by then.
@@ -33,8 +36,8 @@ import (
 // A control image that drops what the last syncs made durable must lose
 // an acknowledged task: the check sees a loss when there is one.
 //
-// What the model leaves out: the data file's directory entry and the
-// lock file (the file exists in every image), and writes the kernel may
+// What the model leaves out: the files' directory entries and the lock
+// file (the files exist in every image), and writes the kernel may
 // reorder within one sync (the image keeps or drops each write as a
 // whole, or tears it by sectors).
 func TestPowerLoss(t *testing.T) {
@@ -80,37 +83,47 @@ func TestPowerLoss(t *testing.T) {
 			t.Fatal("strace did not exit after its tracee was killed")
 		}
 
-		dataFile := filepath.Join(dataDir, "htq.db")
-		f, err := os.Open(trace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := chaostest.ParseStrace(f, dataFile, hist)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(tr.Unmodelled) > 0 {
-			t.Fatalf("the data file saw calls the simulation does not model: %v", tr.Unmodelled[:min(5, len(tr.Unmodelled))])
-		}
-		final, err := os.ReadFile(dataFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !tr.Equal(nil, final) {
-			_ = os.WriteFile(trace+".final", final, 0o600) // kept with the trace, for a look
-			t.Fatalf("replaying every write of %s does not give the data file the process left (%s.final): the trace is incomplete", trace, trace)
+		// One trace per file: the data file first (its calls and the
+		// history), then the logs; call numbers are shared.
+		trs := make([]*chaostest.Trace, len(storeFiles))
+		for i, name := range storeFiles {
+			path := filepath.Join(dataDir, name)
+			f, err := os.Open(trace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			trs[i], err = chaostest.ParseStrace(f, path, hist)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := trs[i]
+			if len(tr.Unmodelled) > 0 {
+				t.Fatalf("%s saw calls the simulation does not model: %v", name, tr.Unmodelled[:min(5, len(tr.Unmodelled))])
+			}
+			final, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tr.Equal(nil, final) {
+				_ = os.WriteFile(trace+"."+name+".final", final, 0o600) // kept with the trace, for a look
+				t.Fatalf("replaying every write of %s in %s does not give the file the process left (%s.%s.final): the trace is incomplete", name, trace, trace, name)
+			}
+			unfinished += tr.Unfinished()
+			syncs += tr.Syncs()
+			ops += tr.Ops()
 		}
 		_ = os.Remove(trace) // hundreds of MB
-		unfinished += tr.Unfinished()
-		syncs += tr.Syncs()
-		ops += tr.Ops()
+		tr := trs[0]
 
-		// The points: after random writes of the data file, and anywhere.
+		// The points: after random writes of the files, and anywhere.
 		var at []int
-		ops := tr.OpPoints()
 		for range points / 2 {
-			at = append(at, ops[r.rng.IntN(len(ops))])
+			fileOps := trs[r.rng.IntN(len(trs))].OpPoints()
+			for len(fileOps) == 0 {
+				fileOps = trs[r.rng.IntN(len(trs))].OpPoints()
+			}
+			at = append(at, fileOps[r.rng.IntN(len(fileOps))])
 			at = append(at, 1+r.rng.IntN(tr.End()))
 		}
 		sort.Ints(at)
@@ -121,9 +134,16 @@ func TestPowerLoss(t *testing.T) {
 				t.Fatal(err)
 			}
 			ids := ackedIDs(evs)
-			data, st := tr.Image(nil, pt, r.rng)
+			files := make([][]byte, len(trs))
+			var st chaostest.ImageStats
+			for i, ftr := range trs {
+				var fst chaostest.ImageStats
+				files[i], fst = ftr.Image(nil, pt, r.rng)
+				st.Durable, st.Unsynced = st.Durable+fst.Durable, st.Unsynced+fst.Unsynced
+				st.Kept, st.Torn, st.Dropped = st.Kept+fst.Kept, st.Torn+fst.Torn, st.Dropped+fst.Dropped
+			}
 			kept, torn, dropped = kept+st.Kept, torn+st.Torn, dropped+st.Dropped
-			missing, err := openImage(t, img, data, "pl", ids)
+			missing, err := openImage(t, img, files, "pl", ids)
 			if len(ids) == 0 {
 				beforeAck++
 				if err != nil {
@@ -161,13 +181,21 @@ func TestPowerLoss(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Every file is cut at the start of one of the last syncs of any
+		// of them, dropping all that followed.
+		var begins []int
+		for _, ftr := range trs {
+			begins = append(begins, ftr.SyncBegins(last)...)
+		}
+		sort.Ints(begins)
 		found := false
-		for back := 1; back <= 50 && !found; back++ {
-			data, ok := tr.ControlImage(nil, last, back)
-			if !ok {
-				break
+		for back := 1; back <= 50 && !found && back < len(begins); back++ {
+			cut := begins[len(begins)-1-back]
+			files := make([][]byte, len(trs))
+			for i, ftr := range trs {
+				files[i] = ftr.ImageAt(nil, cut)
 			}
-			missing, err := openImage(t, img, data, "pl", ackedIDs(evs))
+			missing, err := openImage(t, img, files, "pl", ackedIDs(evs))
 			if err != nil {
 				t.Fatalf("control image %d syncs back: %v", back, err)
 			}
@@ -213,10 +241,14 @@ func ackedIDs(evs []chaostest.Event) []string {
 	return ids
 }
 
-// openImage writes data as the data file of an empty directory dir, opens
-// the store there, checks its invariants and returns the tasks of ids it
-// lacks in queue.
-func openImage(t *testing.T, dir string, data []byte, queue string, ids []string) ([]string, error) {
+// storeFiles are the files of a data directory that the power-loss test
+// rebuilds: the bbolt file and the two log files.
+var storeFiles = []string{"htq.db", "htq.wal.0", "htq.wal.1"}
+
+// openImage writes files as the storeFiles of an empty directory dir,
+// opens the store there, checks its invariants and returns the tasks of
+// ids it lacks in queue.
+func openImage(t *testing.T, dir string, files [][]byte, queue string, ids []string) ([]string, error) {
 	t.Helper()
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
@@ -224,8 +256,10 @@ func openImage(t *testing.T, dir string, data []byte, queue string, ids []string
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "htq.db"), data, 0o600); err != nil {
-		t.Fatal(err)
+	for i, name := range storeFiles {
+		if err := os.WriteFile(filepath.Join(dir, name), files[i], 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	st, err := htq.OpenWithOptions(t.Context(), "file:"+dir, htq.OpenOptions{Logger: quietLogger()})
 	if err != nil {

@@ -324,6 +324,28 @@ func (t *Trace) ControlImage(initial []byte, p, back int) ([]byte, bool) {
 	return img, true
 }
 
+// SyncBegins returns, for each sync of the file completed by call p, the
+// number of calls completed before it began, in order: a control image of
+// several files cuts all of them at one of these points (ImageAt).
+func (t *Trace) SyncBegins(p int) []int {
+	var begins []int
+	for _, s := range t.syncs {
+		if s.end <= p {
+			begins = append(begins, s.begin)
+		}
+	}
+	return begins
+}
+
+// ImageAt returns the file's content with every write and truncation
+// completed by call cut and nothing after: with cut before the last syncs
+// of a group of files, a wrong image of them all that loses what those
+// syncs made durable.
+func (t *Trace) ImageAt(initial []byte, cut int) []byte {
+	img, _ := t.image(initial, cut, cut, nil)
+	return img
+}
+
 func (t *Trace) image(initial []byte, cut, p int, rng *rand.Rand) ([]byte, ImageStats) {
 	var st ImageStats
 	img := append([]byte(nil), initial...)
