@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -21,6 +22,10 @@ type SalvageReport struct {
 	// DamagedRanges is how many runs of unreadable pages were skipped; the
 	// tasks on them are lost.
 	DamagedRanges int
+	// LogRecords is how many records of the write-ahead log, written after
+	// the data file's last checkpoint, were replayed into the copy (up to
+	// the first damaged or missing one).
+	LogRecords int
 	// Lost names the other buckets (queue settings, counters, meta records,
 	// scheduler claims, workflows) that could not be read and were not
 	// copied.
@@ -174,7 +179,57 @@ func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("htq: salvage of %s: %w", srcFile, err)
 	}
+	if rep.LogRecords, err = salvageLog(src, in, out); err != nil {
+		return rep, err
+	}
 	return rep, syncDir(dst)
+}
+
+// salvageLog writes the records of src's log that follow the checkpoint
+// of in, up to the first damaged, missing or undecodable one, into out
+// as one checkpoint, and returns how many it wrote. A data file whose
+// checkpoint cannot be read gets none: the log cannot be placed.
+func salvageLog(src string, in, out *boltStore) (int, error) {
+	ckpt, err := in.checkpointSeq()
+	if err != nil {
+		return 0, nil
+	}
+	var all []walRecord
+	for _, name := range WALFileNames {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("htq: salvage: reading the log: %w", err)
+		}
+		recs, _ := parseWAL(data, ckpt) // the records before any damage
+		all = append(all, recs...)
+	}
+	slices.SortFunc(all, func(a, b walRecord) int { return cmpU64(a.seq, b.seq) })
+	var bs []*batch
+	next := ckpt + 1
+	for _, r := range all {
+		if r.seq < next {
+			continue
+		}
+		if r.seq > next {
+			break
+		}
+		bt, err := decodeBatch(r.payload)
+		if err != nil {
+			break
+		}
+		bs = append(bs, bt)
+		next++
+	}
+	if len(bs) == 0 {
+		return 0, nil
+	}
+	if err := out.checkpoint(bs, next-1); err != nil {
+		return 0, fmt.Errorf("htq: salvage: writing the log's records: %w", err)
+	}
+	return len(bs), nil
 }
 
 // walkFrom calls f for records from key from on until the end or a damaged

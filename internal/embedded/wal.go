@@ -153,7 +153,7 @@ func zeroFill(f *os.File, from, size int64) error {
 // its start whose numbers follow each other. floor is the checkpoint's
 // record number: a valid record found after the end with a number above
 // both floor and the last one read means the end was damage, not the torn
-// tail of the last write.
+// tail of the last write: the error comes with the records before it.
 func parseWAL(data []byte, floor uint64) ([]walRecord, error) {
 	var recs []walRecord
 	off, last := 0, uint64(0)
@@ -169,7 +169,7 @@ func parseWAL(data []byte, floor uint64) ([]walRecord, error) {
 	limit := max(last, floor)
 	for p := off; p+walHeader <= len(data); p++ {
 		if r, _, ok := walFrameAt(data, p); ok && r.seq > limit {
-			return nil, fmt.Errorf("damaged log record at offset %d (record %d follows at offset %d)", off, r.seq, p)
+			return recs, fmt.Errorf("damaged log record at offset %d (record %d follows at offset %d)", off, r.seq, p)
 		}
 	}
 	return recs, nil
