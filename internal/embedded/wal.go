@@ -107,6 +107,9 @@ func openWAL(dir string, ckpt uint64, size int64) (*walLog, []walRecord, error) 
 			}
 		}
 	}
+	for _, f := range w.files {
+		dropCache(f)
+	}
 	if created {
 		if err := syncDir(dir); err != nil {
 			w.close()
