@@ -103,15 +103,16 @@ type Broker struct {
 	ckptHold    bool // tests: send the checkpointer nothing
 	spares      []*batch
 
-	// commits and commitTime count the committer's transactions and the
+	// commits and commitTime count the committer's log appends and the
 	// time they took (guarded by mu), for CommitStats.
 	commits    int64
 	commitTime time.Duration
 }
 
-// CommitStats reports how many transactions the committer has written and
-// the time they took in all (writing pages and syncing them). Dividing the
-// operations of a benchmark by commits gives the group-commit batch size.
+// CommitStats reports how many batches the committer has written (each one
+// log record: one write and one fdatasync) and the time they took in all.
+// Dividing the operations of a benchmark by commits gives the group-commit
+// batch size. The background checkpoints into bbolt are not counted.
 func (b *Broker) CommitStats() (commits int64, total time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

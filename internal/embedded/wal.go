@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/htqueue/htq/internal/base"
 )
 
 // The write-ahead log (docs/adr/0002-embedded-store.md, "The log"): every
@@ -214,6 +217,9 @@ func (w *walLog) append(b *batch) error {
 	n := len(w.buf) - walHeader
 	if n == 0 {
 		return errEmptyBatch
+	}
+	if n > math.MaxUint32-walHeader {
+		return fmt.Errorf("htq: a batch of %d bytes exceeds the log's 4 GiB record: %w", n, base.ErrInvalidArgument)
 	}
 	h := w.buf[:walHeader]
 	binary.BigEndian.PutUint32(h[0:4], uint32(n))
