@@ -8,9 +8,12 @@
 // needs (the pending list, the lease, due-time and retention indexes, the
 // uniqueness locks) are rebuilt in memory; from then on every operation runs
 // against memory under one mutex and appends the records it changed to a
-// write batch. One committer goroutine writes each batch as one bbolt
-// transaction (one fsync pair), so every operation waiting at that moment
-// shares it: that is the group commit. Operations whose loss in a crash is
+// write batch. One committer goroutine appends each batch as one record to a
+// write-ahead log (PATH/htq.wal.0 and .1, one write and one fdatasync), so
+// every operation waiting at that moment shares it: that is the group
+// commit. A checkpointer goroutine writes the logged batches into the bbolt
+// file in the background, and Open replays the log after the last
+// checkpoint. Operations whose loss in a crash is
 // harmless (a fetch, a lease extension) do not wait for their batch to reach
 // the disk; operations whose loss would lose or resurrect work (an enqueue, a
 // completion, a deletion) return only once it has, and a fetch hands out a
