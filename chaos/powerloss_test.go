@@ -211,7 +211,7 @@ func TestPowerLoss(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no power-loss point came after an acknowledgement")
 	}
-	figure(t, "%d runs killed at random under strace (%d writes/truncations, %d syncs of the data file); %d power-loss points after an acknowledgement checked: every image opened, passed its invariants and held all %d acknowledged tasks (summed over points); unsynced writes kept %d, torn %d, dropped %d; writes the kill interrupted %d (dropped); %d points before the first acknowledgement, %d of them did not open; control images without the last syncs lost acknowledged tasks (per run: %s)",
+	figure(t, "%d runs killed at random under strace (%d writes/truncations, %d syncs of the data and log files); %d power-loss points after an acknowledgement checked: every image opened, passed its invariants and held all %d acknowledged tasks (summed over points); unsynced writes kept %d, torn %d, dropped %d; writes the kill interrupted %d (dropped); %d points before the first acknowledgement, %d of them did not open; control images without the last syncs lost acknowledged tasks (per run: %s)",
 		runs, ops, syncs, checked, acked, kept, torn, dropped, unfinished, beforeAck, openFailedBeforeAck, strings.Join(controlMissing, ", "))
 }
 
