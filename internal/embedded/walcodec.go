@@ -83,7 +83,7 @@ func decodeBatch(p []byte) (*batch, error) {
 		case walQueue, walClaim, walKV, walWF, walWFSpec:
 			k := d.str()
 			v := d.value()
-			map[byte]map[string][]byte{walQueue: b.queues, walClaim: b.claims, walKV: b.kv, walWF: b.wf, walWFSpec: b.wfSpecs}[tag][k] = v
+			b.stringMap(tag)[k] = v
 		case walDrop:
 			b.dropStats[d.str()] = true
 		case walStat:
@@ -145,4 +145,19 @@ func (d *walDecoder) value() []byte {
 		return nil
 	}
 	return d.bytes(n - 1)
+}
+
+// stringMap returns the map of b that entries tagged tag go to.
+func (b *batch) stringMap(tag byte) map[string][]byte {
+	switch tag {
+	case walQueue:
+		return b.queues
+	case walClaim:
+		return b.claims
+	case walKV:
+		return b.kv
+	case walWF:
+		return b.wf
+	}
+	return b.wfSpecs
 }
