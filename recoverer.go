@@ -69,20 +69,21 @@ func (r *recoverer) recover(ctx context.Context, l *broker.Lease) {
 		failure, isFailure = fmt.Errorf("%w while the storage was unreachable", ErrLeaseExpired), false
 	}
 	hctx := withTaskMetadata(ctx, taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry})
+	task := NewTask(msg.Type, msg.Payload)
 	if r.beforeArchive != nil && attempt.Archives(msg.Retried, msg.MaxRetry, false, isFailure) {
-		if herr := r.beforeArchive(hctx, NewTask(msg.Type, msg.Payload), failure); herr != nil {
+		if herr := r.beforeArchive(hctx, task, failure); herr != nil {
 			failure, isFailure = fmt.Errorf("%w; not archived: %w", failure, herr), false
 			r.logger.Warn("task of a lost worker not archived: BeforeArchiveLost failed; it will be retried",
 				"queue", msg.Queue, "id", msg.ID, "err", herr)
 		}
 	}
 	if r.errorHandler != nil {
-		r.errorHandler.HandleError(hctx, NewTask(msg.Type, msg.Payload), failure)
+		r.errorHandler.HandleError(hctx, task, failure)
 	}
 	_, err := attempt.Fail(ctx, r.b, attempt.Failed{
 		Lease: l.Ref(), Msg: msg, ErrMsg: failure.Error(), IsFailure: isFailure, RequireExpired: true,
 		Delay: func(retried int) time.Duration {
-			return r.retryDelay(retried, ErrLeaseExpired, NewTask(msg.Type, msg.Payload))
+			return r.retryDelay(retried, ErrLeaseExpired, task)
 		},
 	})
 	switch {
