@@ -84,6 +84,15 @@ func preloadWith(b *testing.B, br *Broker, q string, n int, retention time.Durat
 	}
 }
 
+// refsOf returns the references of leases, for Complete.
+func refsOf(leases []*broker.Lease) []broker.LeaseRef {
+	refs := make([]broker.LeaseRef, len(leases))
+	for i, l := range leases {
+		refs[i] = l.Ref()
+	}
+	return refs
+}
+
 // BenchmarkFetchComplete measures processing: workers that fetch a batch
 // and complete it, as the Server's Processor does with a no-op handler.
 func BenchmarkFetchComplete(b *testing.B) {
@@ -325,11 +334,7 @@ func BenchmarkProcessSplit(b *testing.B) {
 		if err != nil || len(ls) == 0 {
 			b.Fatalf("Fetch: %d leases, %v", len(ls), err)
 		}
-		refs := make([]broker.LeaseRef, len(ls))
-		for i, l := range ls {
-			refs[i] = l.Ref()
-		}
-		return refs
+		return refsOf(ls)
 	}
 	held := fetch()
 	var fetchUS, completeUS float64

@@ -84,11 +84,7 @@ func TestActiveZsetIsSkiplist(t *testing.T) {
 		}
 		// Completing every task deletes the zset; the next round's
 		// fetch makes a new one.
-		refs := make([]broker.LeaseRef, len(ls))
-		for i, l := range ls {
-			refs[i] = l.Ref()
-		}
-		for _, err := range b.Complete(ctx, refs) {
+		for _, err := range b.Complete(ctx, refsOf(ls)) {
 			if err != nil {
 				t.Fatal(err)
 			}
