@@ -126,11 +126,7 @@ func processAll(b *testing.B, br *Broker, n, batch, workers int) {
 					}
 					return
 				}
-				refs := make([]broker.LeaseRef, len(ls))
-				for i, l := range ls {
-					refs[i] = l.Ref()
-				}
-				for _, err := range br.Complete(ctx, refs) {
+				for _, err := range br.Complete(ctx, refsOf(ls)) {
 					if err != nil {
 						b.Error(err)
 						return

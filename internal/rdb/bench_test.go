@@ -84,6 +84,15 @@ func preloadWith(b *testing.B, br *Broker, q string, n int, retention time.Durat
 	}
 }
 
+// refsOf returns the references of leases, for Complete.
+func refsOf(leases []*broker.Lease) []broker.LeaseRef {
+	refs := make([]broker.LeaseRef, len(leases))
+	for i, l := range leases {
+		refs[i] = l.Ref()
+	}
+	return refs
+}
+
 // BenchmarkFetchComplete measures processing: workers that fetch a batch
 // and complete it, as the Server's Processor does with a no-op handler.
 func BenchmarkFetchComplete(b *testing.B) {
@@ -302,6 +311,75 @@ func BenchmarkProcessCost(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkProcessSplit measures the Redis CPU of Fetch and of Complete
+// apart, per task, with one batch of 64 always in flight: the next batch
+// is fetched before the last one completes, so that 64 to 128 tasks are
+// active, as in a busy Server (BenchmarkProcessCost empties the active
+// zset on every batch). The event log is off. Run with
+//
+//	go test ./internal/rdb -run XXX -bench ProcessSplit -benchtime 64000x -count 3
+//
+// fetch-µs/task and complete-µs/task are the scripts' µs of INFO
+// commandstats (their commands included), read after each call.
+func BenchmarkProcessSplit(b *testing.B) {
+	const batch = 64
+	br := benchBroker(b, clientVariants[0])
+	br.logLen = "0"
+	preloadWith(b, br, "bench", b.N+batch, 0)
+	ctx := context.Background()
+	fetch := func() []broker.LeaseRef {
+		ls, err := br.Fetch(ctx, broker.FetchParams{Queue: "bench", Max: batch, LeaseDuration: time.Minute, ServerID: "bench"})
+		if err != nil || len(ls) == 0 {
+			b.Fatalf("Fetch: %d leases, %v", len(ls), err)
+		}
+		return refsOf(ls)
+	}
+	held := fetch()
+	var fetchUS, completeUS float64
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		u0 := scriptUsec(b, br)
+		next := fetch()
+		u1 := scriptUsec(b, br)
+		for _, err := range br.Complete(ctx, held) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		fetchUS += u1 - u0
+		completeUS += scriptUsec(b, br) - u1
+		done += len(held)
+		held = next
+	}
+	b.ReportMetric(fetchUS/float64(b.N), "fetch-µs/task")
+	b.ReportMetric(completeUS/float64(b.N), "complete-µs/task")
+}
+
+// scriptUsec returns the µs Redis spent in EVALSHA so far (INFO
+// commandstats).
+func scriptUsec(b *testing.B, br *Broker) float64 {
+	s, err := br.c.Do(context.Background(), br.c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(s, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "usec="); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return f
+			}
+		}
+	}
+	return 0
 }
 
 // reportCommands adds, per task, the calls and µs of each command that ran

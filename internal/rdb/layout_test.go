@@ -209,6 +209,69 @@ func TestHashLayoutFixture(t *testing.T) {
 	checkInvariants(t, b)
 }
 
+// TestActiveListpackFixture takes leases that an earlier htq granted, in
+// an active zset Redis keeps as a listpack (testdata/layout-active-
+// listpack.txt), through the operations an active task meets: a fetch
+// adds to that zset as it is, the previous worker's tokens still complete
+// and extend, an expired one is found and retried, and once the zset has
+// emptied the next fetch makes it a skiplist.
+func TestActiveListpackFixture(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(epoch)
+	b := newTestBroker(t, clock)
+	ctx := t.Context()
+	loadFixture(t, b, "testdata/layout-active-listpack.txt")
+	checkInvariants(t, b)
+	k := newQueueKeys("held")
+	encoding := func() string {
+		t.Helper()
+		enc, err := b.c.Do(ctx, b.c.B().ObjectEncoding().Key(k.active).Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return enc
+	}
+	if enc := encoding(); enc != "listpack" {
+		t.Fatalf("the fixture's active zset is a %s, want listpack", enc)
+	}
+	old := func(id string) broker.LeaseRef {
+		n := map[string]string{"a": "1", "b": "2"}[id]
+		return broker.LeaseRef{Queue: "held", ID: id, Token: "oldworker/" + strings.Repeat("k3j9x0q2m8v5t1r7", 4)[:55] + "." + n}
+	}
+
+	ls := mustFetch(t, b, "held", 10)
+	if len(ls) != 1 || ls[0].Msg.ID != "c" || string(ls[0].Msg.Payload) != "payload of c" {
+		t.Fatalf("Fetch = %d leases (first %v), want task c", len(ls), ls)
+	}
+	if errs := b.Complete(ctx, []broker.LeaseRef{old("a"), ls[0].Ref()}); errs[0] != nil || errs[1] != nil {
+		t.Fatalf("Complete(a with the previous worker's token, c) = %v", errs)
+	}
+	lost, err := b.ExtendLeases(ctx, "held", []broker.LeaseRef{old("b")}, 30*time.Second)
+	if err != nil || len(lost) != 0 {
+		t.Fatalf("ExtendLeases(b with the previous worker's token) = lost %v, %v", lost, err)
+	}
+	clock.Advance(2 * time.Minute)
+	exp, err := b.ExpiredLeases(ctx, "held", 10)
+	if err != nil || len(exp) != 1 || exp[0].Msg.ID != "b" || exp[0].Token != old("b").Token {
+		t.Fatalf("ExpiredLeases = %v, %v; want b under the previous worker's token", exp, err)
+	}
+	if err := b.Retry(ctx, broker.RetryParams{Lease: exp[0].Ref(), ErrMsg: "lease expired", IsFailure: true, RequireExpired: true}); err != nil {
+		t.Fatalf("Retry(b, expired): %v", err)
+	}
+	if n, err := b.c.Do(ctx, b.c.B().Exists().Key(k.active).Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("active zset exists = %d, %v after its last task left; want 0", n, err)
+	}
+	checkInvariants(t, b)
+
+	mustEnqueue(t, b, msg("held", "d"), time.Time{})
+	if ls := mustFetch(t, b, "held", 10); len(ls) != 1 || ls[0].Msg.ID != "d" {
+		t.Fatalf("Fetch = %d leases, want task d", len(ls))
+	}
+	if enc := encoding(); enc != "skiplist" {
+		t.Errorf("active zset made by this version's fetch is a %s, want skiplist", enc)
+	}
+	checkInvariants(t, b)
+}
+
 // checkRepeatAndConflict checks that enqueueing m, which is stored, again
 // succeeds, and that another message with its ID, with or without a
 // retention (enqueue_plain's SET NX or HSETNX), alone or in a batch, is a

@@ -1,6 +1,7 @@
 package rdb
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +49,48 @@ func TestLeasesHashIsHashTable(t *testing.T) {
 	}
 	if enc != "hashtable" {
 		t.Errorf("leases hash encoding = %q, want hashtable", enc)
+	}
+}
+
+// TestActiveZsetIsSkiplist checks fetch.lua's wide member: a queue's
+// active zset is a skiplist from the fetch that creates it, however few
+// tasks are active, and holds nothing but the active tasks' IDs.
+func TestActiveZsetIsSkiplist(t *testing.T) {
+	b := newTestBroker(t, nil)
+	ctx := t.Context()
+	k := newQueueKeys("q")
+	for round, ids := range [][]string{{"t1"}, {"t2", "t3"}} {
+		for _, id := range ids {
+			mustEnqueue(t, b, msg("q", id), time.Time{})
+		}
+		ls, err := b.Fetch(ctx, broker.FetchParams{Queue: "q", Max: 2, LeaseDuration: time.Minute, ServerID: "w"})
+		if err != nil || len(ls) != len(ids) {
+			t.Fatalf("round %d: Fetch = %d leases, %v; want %d", round, len(ls), err, len(ids))
+		}
+		enc, err := b.c.Do(ctx, b.c.B().ObjectEncoding().Key(k.active).Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if enc != "skiplist" {
+			t.Errorf("round %d: active zset encoding = %q, want skiplist", round, enc)
+		}
+		got, err := b.c.Do(ctx, b.c.B().Zrange().Key(k.active).Min("0").Max("-1").Build()).AsStrSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, ids) {
+			t.Errorf("round %d: active zset = %q, want %q", round, got, ids)
+		}
+		// Completing every task deletes the zset; the next round's
+		// fetch makes a new one.
+		for _, err := range b.Complete(ctx, refsOf(ls)) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := b.c.Do(ctx, b.c.B().Exists().Key(k.active).Build()).AsInt64(); err != nil || n != 0 {
+			t.Errorf("round %d: active zset exists = %d, %v after every task completed; want 0", round, n, err)
+		}
 	}
 }

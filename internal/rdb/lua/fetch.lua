@@ -23,6 +23,9 @@
 -- bucket (tokens at time tt ms); pl, kk, kc, kr, kb the lanes' marks and
 -- the keys' limits (lanelib.lua).
 if redis.call('EXISTS', KEYS[4]) == 1 then return {} end
+-- WIDE_MEMBER: 72 bytes, a control character first (see the ZADD below);
+-- a constant, made once when the script is loaded.
+local WIDE_MEMBER = '\1htq: a member that makes the active zset a skiplist, which no ID can be'
 local max = tonumber(ARGV[2])
 local lease = tonumber(ARGV[3])
 local cfg = redis.call('HMGET', KEYS[6], 'mc', 'rl', 'rb', 'ld', 'tk', 'tt', 'pl', 'kk', 'kc', 'kr', 'kb')
@@ -215,7 +218,18 @@ for i, id in ipairs(ids) do
   end
 end
 if n > 0 then
+  -- A new active zset is made a skiplist at once (docs/redis-layout.md):
+  -- a member longer than zset-max-listpack-value (64 bytes by default)
+  -- converts it, and Redis does not convert it back when that member
+  -- goes. As a listpack, which Redis keeps up to 128 members, every ZADD
+  -- and ZREM scans and moves the whole zset: ZADD cost 5-6 us per task
+  -- with 64 to 128 tasks active. The member begins with a control
+  -- character, which no task ID holds, and is gone before the script
+  -- ends.
+  local wide = redis.call('EXISTS', KEYS[2]) == 0
+  if wide then redis.call('ZADD', KEYS[2], 0, WIDE_MEMBER) end
   call_many('ZADD', KEYS[2], zadd)
+  if wide then redis.call('ZREM', KEYS[2], WIDE_MEMBER) end
   call_many('HSET', KEYS[3], lset)
   local started = {}
   for i = 1, #lset, 2 do started[#started + 1] = lset[i] end

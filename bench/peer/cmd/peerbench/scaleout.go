@@ -107,7 +107,7 @@ func scenarioScaleout(ctx context.Context, c config, ad *admin) error {
 	for _, w := range workers {
 		w.stop()
 	}
-	calls, allCalls, scriptCalls, scriptUsec := perTask(cs, n)
+	calls, usecs, allCalls, scriptCalls, scriptUsec := perTask(cs, n)
 	f := map[string]any{
 		"n": n, "conc": conc, "procs": procs, "queues": len(strings.Split(c.queue, ",")),
 		"redis_nodes": len(nodes), "payload_bytes": c.payload,
@@ -121,6 +121,7 @@ func scenarioScaleout(ctx context.Context, c config, ad *admin) error {
 		"worker_cpu_s":               round(workerCPU, 3),
 		"worker_cpu_us_per_task":     round(workerCPU*1e6/float64(n), 2),
 		"redis_cmds_per_task":        calls,
+		"redis_cmd_usec_per_task":    usecs,
 		"redis_calls_per_task":       round(allCalls, 3),
 		"redis_reads_per_task":       round(reads/float64(n), 3),
 		"redis_scripts_per_task":     round(scriptCalls, 3),
