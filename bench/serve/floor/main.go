@@ -9,7 +9,9 @@
 // So that the load tools' checks pass, an answer under /v1/ has status 201
 // and any other 200, and a body naming the target 10.9.9.9 (the request
 // cpu-ab-paired.sh expects refused) gets error_code 1001 instead of 0: one
-// bytes.Contains over the body, well under a microsecond.
+// bytes.Contains over the body, well under a microsecond. FLOOR_TIMEOUTS=htq
+// adds htq serve's read, write and idle timeouts (the floor has only the
+// read-header timeout), whose deadlines net/http sets on every request.
 //
 //	go build -o /tmp/floor ./floor
 //	bench/serve/cpu-ab-paired.sh floor=/tmp/floor htq=/tmp/htq
@@ -47,6 +49,11 @@ func main() {
 		Addr:              addr,
 		ReadHeaderTimeout: 10 * time.Second,
 		Handler:           http.HandlerFunc(answer),
+	}
+	if os.Getenv("FLOOR_TIMEOUTS") == "htq" {
+		// htq serve's other default timeouts (service.Default…Timeout):
+		// what the deadlines net/http sets per request cost.
+		srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout = 60*time.Second, 90*time.Second, 120*time.Second
 	}
 	if err := srv.ListenAndServe(); err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
