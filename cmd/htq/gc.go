@@ -85,15 +85,18 @@ func formatSize(n int64) string {
 }
 
 // defaultMemoryLimit is the soft memory limit when neither --memory-limit
-// nor GOMEMLIMIT sets one: half of the memory the process may use (its
-// cgroup's memory.max when that is set, else the machine's MemTotal), so
-// that the heap DefaultGCPercent lets grow never takes more than that;
-// none when neither can be read.
+// nor GOMEMLIMIT sets one, so that the larger heap DefaultGCPercent lets
+// grow stays bounded: three quarters of the process's cgroup limit
+// (memory.max) when one is set below the machine's memory (a container,
+// where htq serve is mostly alone: its heap at Go's default, twice the
+// live heap, would come near the limit about when this one binds), else
+// half of the machine's memory (MemTotal; shared with the storage and
+// others); none when neither can be read.
 func defaultMemoryLimit(readFile func(string) ([]byte, error)) int64 {
 	total := memTotal(readFile)
 	if data, err := readFile("/sys/fs/cgroup/memory.max"); err == nil {
 		if n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil && n > 0 && (total == 0 || n < total) {
-			total = n
+			return n / 4 * 3
 		}
 	}
 	if total <= 0 {
@@ -151,7 +154,7 @@ func planGC(s gcSettings, lookupEnv func(string) (string, bool), readFile func(s
 	case ok && env != "":
 		p.limitSource = "GOMEMLIMIT"
 	default:
-		p.limit, p.limitSource = defaultMemoryLimit(readFile), "default: half the memory available"
+		p.limit, p.limitSource = defaultMemoryLimit(readFile), "default"
 	}
 	return p
 }

@@ -83,10 +83,10 @@ func TestDefaultMemoryLimit(t *testing.T) {
 		want  int64
 	}{
 		"machine":         {map[string]string{"/proc/meminfo": meminfo}, 4 << 30},
-		"cgroup":          {map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "2147483648\n"}, 1 << 30},
+		"cgroup":          {map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "2147483648\n"}, 3 << 29},
 		"cgroup max":      {map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "max\n"}, 4 << 30},
 		"cgroup above":    {map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "99999999999999\n"}, 4 << 30},
-		"cgroup only":     {map[string]string{"/sys/fs/cgroup/memory.max": "1048576\n"}, 512 << 10},
+		"cgroup only":     {map[string]string{"/sys/fs/cgroup/memory.max": "1048576\n"}, 768 << 10},
 		"nothing":         {nil, math.MaxInt64},
 		"meminfo garbled": {map[string]string{"/proc/meminfo": "MemTotal: lots\n"}, math.MaxInt64},
 	} {

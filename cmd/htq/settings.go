@@ -240,7 +240,7 @@ var settings = []setting{
 			return err
 		}},
 	{flag: "memory-limit", env: "HTQ_MEMORY_LIMIT", key: "memory_limit", kind: kindString,
-		usage: "soft memory limit of the Go runtime, as GOMEMLIMIT: e.g. 512MiB, 2GiB, or off (default half the memory available unless GOMEMLIMIT is set)",
+		usage: "soft memory limit of the Go runtime, as GOMEMLIMIT: e.g. 512MiB, 2GiB, or off (default 3/4 of the cgroup's limit, else half the machine's memory, unless GOMEMLIMIT is set)",
 		apply: func(o *serveOptions, v value) error {
 			n, err := parseMemoryLimit(v)
 			o.gc.limit = &n
