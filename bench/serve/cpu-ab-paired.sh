@@ -5,7 +5,8 @@
 # its own storage (its own redis-server, or its own embedded store), so that both see the same load
 # from the rest of the machine. On a machine shared with other work, whose load swings the CPU per
 # request of one build by ±30 % from one run to the next (cpu-ab.sh's sequential runs), the ratio
-# within a pair is the figure to read. Prints one line per build and pair, and the medians.
+# within a pair is the figure to read. Prints one line per build and pair (with the process's peak
+# resident memory, hwm_kb, after its 66,000 requests), and the medians.
 #
 #   bench/serve/cpu-ab-paired.sh before=/tmp/htq-before after=/tmp/htq-after
 #
@@ -60,7 +61,8 @@ for rep in $(seq "$REPS"); do
     load=$(cut -d' ' -f1 /proc/loadavg)
     for i in 0 1; do
       v=v$i h=h$i f=f$i okv=ok$i; st=ok; [ "${!okv}" = 111 ] || st="ERRORS (v1, addTask, refused as expected: ${!okv}): $(cat "$work/err$i" "$work/serve$i.log" | tr '\n' ' ')"
-      echo "rep=$rep backend=$backend label=${L[$i]} v1_us=${!v} addtask_us=${!h} refused_us=${!f} load=$load $st" | tee -a "$work/lines"
+      hwm=$(awk '/^VmHWM:/ {print $2}' /proc/${P[$i]}/status)   # the process's peak resident memory, kB
+      echo "rep=$rep backend=$backend label=${L[$i]} v1_us=${!v} addtask_us=${!h} refused_us=${!f} hwm_kb=$hwm load=$load $st" | tee -a "$work/lines"
     done
     for i in 0 1; do kill ${P[$i]}; wait ${P[$i]} 2>/dev/null; [ -n "${R[$i]}" ] && { kill ${R[$i]}; wait ${R[$i]} 2>/dev/null; }; done
   done

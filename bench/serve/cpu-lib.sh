@@ -19,7 +19,7 @@ medians() {
   for backend in $BACKENDS; do
     for spec in "$@"; do
       local label=${spec%%=*} line="  $backend ${spec%%=*}:"
-      for m in v1_us addtask_us refused_us load; do
+      for m in v1_us addtask_us refused_us hwm_kb load; do
         med=$(grep "backend=$backend label=$label " "$work/lines" | sed -n "s/.* $m=\([0-9.]*\).*/\1/p" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
         line="$line $m=$med"
       done

@@ -136,6 +136,11 @@ func serve(ctx context.Context, o *serveOptions, stdout, stderr io.Writer) error
 	// Packages that log through the default logger (the embedded store at
 	// open) write in the same format and at the same level.
 	slog.SetDefault(o.cfg.Logger)
+	lookup := o.lookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	defer applyGC(o.gc, lookup, o.cfg.Logger)()
 	o.cfg.Stdout = stdout
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

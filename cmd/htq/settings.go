@@ -61,6 +61,10 @@ type serveOptions struct {
 	cfg       service.Config
 	logLevel  slog.Level
 	logFormat string
+	// gc is the garbage collector's configuration, applied by serve.
+	gc gcSettings
+	// lookupEnv reads the environment resolve read (GOGC, GOMEMLIMIT).
+	lookupEnv func(string) (string, bool)
 	// warnings are logged once the logger exists (deprecated names used).
 	warnings []string
 }
@@ -228,6 +232,20 @@ var settings = []setting{
 	{flag: "pprof", env: "HTQ_PPROF", key: "pprof", kind: kindBool, def: "false",
 		usage: "serve the Go runtime's profiles under /debug/pprof/ (behind the API token)",
 		apply: func(o *serveOptions, v value) (err error) { o.cfg.Pprof, err = v.bool(); return err }},
+	{flag: "gc-percent", env: "HTQ_GC_PERCENT", key: "gc_percent", kind: kindString,
+		usage: "garbage collector target, as GOGC: a whole number or off (default 400 unless GOGC is set)",
+		apply: func(o *serveOptions, v value) error {
+			n, err := parseGCPercent(v)
+			o.gc.percent = &n
+			return err
+		}},
+	{flag: "memory-limit", env: "HTQ_MEMORY_LIMIT", key: "memory_limit", kind: kindString,
+		usage: "soft memory limit of the Go runtime, as GOMEMLIMIT: e.g. 512MiB, 2GiB, or off (default 3/4 of the cgroup's limit, else half the machine's memory, unless GOMEMLIMIT is set)",
+		apply: func(o *serveOptions, v value) error {
+			n, err := parseMemoryLimit(v)
+			o.gc.limit = &n
+			return err
+		}},
 	{flag: "log-level", env: "HTQ_LOG_LEVEL", key: "log_level", kind: kindString, def: "info",
 		usage: "debug, info, warn or error",
 		apply: func(o *serveOptions, v value) error {
@@ -407,7 +425,7 @@ func resolve(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*serveOp
 			return nil, err
 		}
 	}
-	o := &serveOptions{logLevel: slog.LevelInfo, logFormat: "text"}
+	o := &serveOptions{logLevel: slog.LevelInfo, logFormat: "text", lookupEnv: lookupEnv}
 	var errs []error
 	sources := make(map[string]string, len(settings)) // flag → value.source
 	for _, s := range settings {

@@ -133,7 +133,8 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Propagator reads the trace context of a request (its traceparent and
 	// tracestate headers), which the tasks it enqueues carry, and writes
-	// it into them. Nil: OpenTelemetry's global propagator.
+	// it into them. Nil: OpenTelemetry's global propagator. Its Fields
+	// (the headers a request is looked at for) are read once, by New.
 	Propagator propagation.TextMapPropagator
 
 	// clock drives the handler's background loops (tests; default the
@@ -178,13 +179,17 @@ type handler struct {
 	logger    *slog.Logger
 	metrics   *metrics.Metrics
 	token     []byte
-	hub       *hub
-	upkeep    *upkeep
-	sampler   *sampler
-	workers   *pullWorkers
-	eventHub  *eventHub
-	mux       *http.ServeMux // the routes (noRoute asks it which methods a path takes)
-	serve     http.Handler   // mux behind the CORS rule
+	// traceFields are the propagator's header names in canonical form,
+	// read once: most requests carry none, and asking the propagator and
+	// canonicalizing each name per request cost allocations.
+	traceFields []string
+	hub         *hub
+	upkeep      *upkeep
+	sampler     *sampler
+	workers     *pullWorkers
+	eventHub    *eventHub
+	mux         *http.ServeMux // the routes (noRoute asks it which methods a path takes)
+	serve       http.Handler   // mux behind the CORS rule
 }
 
 // New returns the HTTP handler of htq serve.
@@ -252,6 +257,9 @@ func New(opts Options) (http.Handler, error) {
 		metrics: opts.Metrics,
 		token:   []byte(opts.Token),
 	}
+	for _, f := range opts.Propagator.Fields() {
+		h.traceFields = append(h.traceFields, http.CanonicalHeaderKey(f))
+	}
 	h.reg = model.NewRegistry(h.queues, h.inspector, opts.CheckTarget,
 		model.Defaults{CompletedRetention: opts.CompletedRetention, DispatchTimeout: opts.DispatchTimeout}, h.logger)
 	h.upkeep = newUpkeep(b, h.metrics, h.logger)
@@ -296,8 +304,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (traceparent, tracestate) in its context, from where an enqueue passes
 // it to the tasks; r itself when it carries none.
 func (h *handler) withTraceContext(r *http.Request) *http.Request {
-	for _, f := range h.opts.Propagator.Fields() {
-		if r.Header.Get(f) != "" {
+	for _, f := range h.traceFields {
+		if v := r.Header[f]; len(v) > 0 && v[0] != "" {
 			return r.WithContext(h.opts.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
 		}
 	}

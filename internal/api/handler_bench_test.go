@@ -16,6 +16,7 @@ import (
 
 	"github.com/htqueue/htq/internal/dispatch"
 	"github.com/htqueue/htq/internal/metrics"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // The server's own work per request, without the network: each request
@@ -128,6 +129,7 @@ func benchEnv(b *testing.B, backend string) *env {
 		o.CompletedRetention = 24 * time.Hour
 		o.EnqueueRetryFor = 5 * time.Second // as htq serve gives it (its storage timeout)
 		o.CheckTarget = func(_ context.Context, u *url.URL) error { return guard.CheckURL(u) }
+		o.Propagator = propagation.TraceContext{} // as htq serve's (service.Config's default)
 	})
 	if status, body := e.call("POST", "/v1/queues", `{"name":"v1q","mode":"real_time","max_concurrency":100}`, nil); status != http.StatusCreated {
 		b.Fatalf("create v1q: %d %s", status, body)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,7 +37,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeBody(w http.ResponseWriter, status int, body []byte) {
 	hdr := w.Header()
 	hdr["Content-Type"] = contentTypeJSON
-	hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
+	hdr["Content-Length"] = model.ContentLength(len(body))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

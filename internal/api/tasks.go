@@ -80,12 +80,11 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 	}
 	var spec model.TaskSpec
 	if err := h.decodeBody(w, r, &spec, func(b []byte) bool {
-		var s model.TaskSpec
-		if !model.DecodeSpec(b, &s) {
-			return false
+		if model.DecodeSpec(b, &spec) {
+			return true
 		}
-		spec = s
-		return true
+		spec = model.TaskSpec{} // what DecodeSpec left is unspecified: encoding/json starts afresh
+		return false
 	}); err != nil {
 		h.writeError(w, r, err)
 		return

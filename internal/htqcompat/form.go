@@ -102,12 +102,28 @@ func formMediaType(ct string) (mediaType, boundary string, err error) {
 // characters of both an RFC 2045 token and an RFC 2046 boundary.
 func plainToken(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || strings.IndexByte("'+-._", c) >= 0) {
+		if !plainTokenByte[s[i]] {
 			return false
 		}
 	}
 	return s != ""
 }
+
+// byteSet is the set of the ASCII letters, digits and the bytes of
+// extra.
+func byteSet(extra string) (set [256]bool) {
+	for c := range set {
+		set[c] = '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || strings.IndexByte(extra, byte(c)) >= 0
+	}
+	return set
+}
+
+// plainTokenByte and boundaryByte are the bytes of plainToken and of
+// simpleBoundary, as tables: a boundary is checked on every HTQ request.
+var (
+	plainTokenByte = byteSet("'+-._")
+	boundaryByte   = byteSet("'()+_,-./:=?")
+)
 
 // replay is a body that reads data, then what is left of body.
 func replay(data string, body io.ReadCloser) io.ReadCloser {
@@ -124,8 +140,7 @@ func simpleBoundary(b string) bool {
 		return false
 	}
 	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || strings.IndexByte("'()+_,-./:=?", c) >= 0) {
+		if !boundaryByte[b[i]] {
 			return false
 		}
 	}

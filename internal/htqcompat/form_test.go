@@ -206,3 +206,18 @@ func FuzzFormMediaType(f *testing.F) {
 		}
 	})
 }
+
+// The byte tables hold exactly the bytes RFC 2045's tokens and RFC 2046's
+// boundaries share (plainTokenByte) and those of a boundary without space
+// (boundaryByte).
+func TestByteTables(t *testing.T) {
+	for c := range 256 {
+		alnum := '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if want := alnum || strings.ContainsRune("'+-._", rune(c)); plainTokenByte[c] != want {
+			t.Errorf("plainTokenByte[%q] = %v", rune(c), plainTokenByte[c])
+		}
+		if want := alnum || strings.ContainsRune("'()+_,-./:=?", rune(c)); boundaryByte[c] != want {
+			t.Errorf("boundaryByte[%q] = %v", rune(c), boundaryByte[c])
+		}
+	}
+}

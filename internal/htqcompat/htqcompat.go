@@ -167,7 +167,7 @@ func writeHTQBody(w http.ResponseWriter, status int, body []byte) {
 	// read once set (Add would append to a copy, its capacity being its
 	// length).
 	hdr["Content-Type"] = htqContentType
-	hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
+	hdr["Content-Length"] = model.ContentLength(len(body))
 	hdr["Access-Control-Allow-Origin"] = htqAllowOrigin
 	w.WriteHeader(status)
 	_, _ = w.Write(body)

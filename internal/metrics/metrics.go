@@ -6,6 +6,8 @@
 package metrics
 
 import (
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +22,9 @@ type Metrics struct {
 
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// routes caches each route's series (string → *routeMetrics): the
+	// route label takes only the router's patterns, so it stays small.
+	routes sync.Map
 
 	fetches    *prometheus.CounterVec
 	leased     *prometheus.CounterVec
@@ -106,19 +111,53 @@ func (m *Metrics) ObserveRequest(route string, status int, d time.Duration) {
 	if route == "" {
 		route = RouteUnmatched
 	}
-	m.requests.WithLabelValues(route, statusClass(status)).Inc()
-	m.duration.WithLabelValues(route).Observe(d.Seconds())
+	rm := m.route(route)
+	class := classIndex(status)
+	count := rm.counts[class].Load()
+	if count == nil {
+		c := m.requests.WithLabelValues(route, statusClasses[class])
+		count = &c
+		rm.counts[class].Store(count)
+	}
+	(*count).Inc()
+	obs := rm.duration.Load()
+	if obs == nil {
+		o := m.duration.WithLabelValues(route)
+		obs = &o
+		rm.duration.Store(obs)
+	}
+	(*obs).Observe(d.Seconds())
 }
 
-// statusClasses are the status classes by first digit.
-var statusClasses = [...]string{1: "1xx", 2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
+// routeMetrics are one route's series, each taken from its vector at its
+// first use and kept (a series is created when first used, as
+// WithLabelValues does, so /metrics shows the same ones): WithLabelValues
+// hashes the label values and takes the vector's lock on every call. Two
+// requests may both resolve a series at first; they get the same one.
+type routeMetrics struct {
+	counts   [len(statusClasses)]atomic.Pointer[prometheus.Counter] // by classIndex
+	duration atomic.Pointer[prometheus.Observer]
+}
 
-// statusClass is "2xx" for 200-299, and so on.
-func statusClass(status int) string {
-	if status < 100 || status > 599 {
-		return "other"
+// route returns the cached series of route.
+func (m *Metrics) route(route string) *routeMetrics {
+	if rm, ok := m.routes.Load(route); ok {
+		return rm.(*routeMetrics)
 	}
-	return statusClasses[status/100]
+	rm, _ := m.routes.LoadOrStore(route, new(routeMetrics))
+	return rm.(*routeMetrics)
+}
+
+// statusClasses are the status classes by classIndex.
+var statusClasses = [...]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+// classIndex is the index in statusClasses of status's class: 2 ("2xx")
+// for 200-299, and so on; 0 ("other") outside 100-599.
+func classIndex(status int) int {
+	if status < 100 || status > 599 {
+		return 0
+	}
+	return status / 100
 }
 
 // Fetched records a pull worker's fetch answered with n tasks.

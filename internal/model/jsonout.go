@@ -141,3 +141,25 @@ func (t *URLTask) marshal() ([]byte, error) {
 	}
 	return b, nil
 }
+
+// contentLengths holds a Content-Length header value for each answer
+// size below 1,024 bytes (every enqueue answer and HTQ reply but the
+// longest), built once: an answer's header is only read once set, so the
+// slices are shared by every answer.
+var contentLengths = func() [1024][]string {
+	var t [1024][]string
+	for n := range t {
+		t[n] = []string{strconv.Itoa(n)}
+	}
+	return t
+}()
+
+// ContentLength is the value of a Content-Length header for n bytes, to
+// set as hdr["Content-Length"] and not modify: below 1,024 bytes a slice
+// shared by every answer of that length (no allocation), above a new one.
+func ContentLength(n int) []string {
+	if n >= 0 && n < len(contentLengths) {
+		return contentLengths[n]
+	}
+	return []string{strconv.Itoa(n)}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -73,5 +74,18 @@ func TestURLTaskEncodeKnowsEveryField(t *testing.T) {
 	}
 	if typ.NumField() != len(written) {
 		t.Errorf("URLTask has %d fields, Encode knows %d", typ.NumField(), len(written))
+	}
+}
+
+// ContentLength gives the length in decimal, from the shared table below
+// 1,024 bytes and afresh above.
+func TestContentLength(t *testing.T) {
+	for _, n := range []int{0, 1, 41, 148, 1023, 1024, 5000, 4 << 20} {
+		if got := ContentLength(n); len(got) != 1 || got[0] != strconv.Itoa(n) {
+			t.Errorf("ContentLength(%d) = %q", n, got)
+		}
+	}
+	if a, b := ContentLength(148), ContentLength(148); &a[0] != &b[0] {
+		t.Error("ContentLength(148) is not the shared slice")
 	}
 }
