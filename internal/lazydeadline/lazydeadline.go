@@ -27,24 +27,31 @@ import (
 // the same cases (once it has been asked for). Calling cancel releases the
 // timer, if one was armed.
 func WithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	c := &lazyCtx{parent: parent, deadline: time.Now().Add(d)}
-	return c, c.cancel
+	c := New(parent, d)
+	return c, c.Cancel
 }
 
-// lazyCtx is the context WithTimeout returns.
-type lazyCtx struct {
+// New is WithTimeout for the hot paths: the context itself is the one
+// allocation (WithTimeout's CancelFunc, a method value, is a second one),
+// and its Cancel method is the CancelFunc.
+func New(parent context.Context, d time.Duration) *Context {
+	return &Context{parent: parent, deadline: time.Now().Add(d)}
+}
+
+// Context is the context New and WithTimeout return.
+type Context struct {
 	parent   context.Context
 	deadline time.Time
 
 	mu          sync.Mutex
 	inner       context.Context // the real timer context, once Done was called
 	innerCancel context.CancelFunc
-	canceled    bool // cancel was called
+	canceled    bool // Cancel was called
 }
 
 // Deadline returns the deadline given to WithTimeout, or the parent's when
 // it is earlier.
-func (c *lazyCtx) Deadline() (time.Time, bool) {
+func (c *Context) Deadline() (time.Time, bool) {
 	if pd, ok := c.parent.Deadline(); ok && pd.Before(c.deadline) {
 		return pd, true
 	}
@@ -52,7 +59,7 @@ func (c *lazyCtx) Deadline() (time.Time, bool) {
 }
 
 // Done arms the timer context on its first call and returns its channel.
-func (c *lazyCtx) Done() <-chan struct{} {
+func (c *Context) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.inner == nil {
@@ -67,7 +74,7 @@ func (c *lazyCtx) Done() <-chan struct{} {
 // Err returns the timer context's error once it exists; until then the
 // parent's error, context.Canceled after cancel, or
 // context.DeadlineExceeded once the deadline has passed.
-func (c *lazyCtx) Err() error {
+func (c *Context) Err() error {
 	c.mu.Lock()
 	inner, canceled := c.inner, c.canceled
 	c.mu.Unlock()
@@ -90,7 +97,7 @@ func (c *lazyCtx) Err() error {
 // context.Cause and children find it), else in the parent. A context that
 // is done (Err is not nil) arms the timer context first, so that
 // context.Cause, which finds the cause through Value, agrees with Err.
-func (c *lazyCtx) Value(key any) any {
+func (c *Context) Value(key any) any {
 	c.mu.Lock()
 	inner := c.inner
 	c.mu.Unlock()
@@ -106,8 +113,14 @@ func (c *lazyCtx) Value(key any) any {
 	return c.parent.Value(key)
 }
 
-// cancel is the CancelFunc WithTimeout returns.
-func (c *lazyCtx) cancel() {
+// Cancel cancels the context and releases its timer, if one was armed
+// (the CancelFunc of WithTimeout). It may be called more than once, and
+// on a nil *Context, where it does nothing (so that a caller that bounds
+// a context only sometimes can always defer Cancel).
+func (c *Context) Cancel() {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.canceled = true

@@ -18,7 +18,7 @@ func TestDeadlineWithoutTimer(t *testing.T) {
 	if err := ctx.Err(); err != nil {
 		t.Fatalf("Err() = %v before the deadline", err)
 	}
-	if ctx.(*lazyCtx).inner != nil {
+	if ctx.(*Context).inner != nil {
 		t.Fatal("a timer context was made though nothing called Done")
 	}
 }
@@ -144,6 +144,15 @@ func TestAllocations(t *testing.T) {
 	})
 	if allocs > 2 {
 		t.Fatalf("%v allocations per call; want at most 2 (no timer)", allocs)
+	}
+	allocs = testing.AllocsPerRun(100, func() {
+		c := New(context.Background(), time.Hour)
+		c.Deadline()
+		_ = c.Err()
+		c.Cancel()
+	})
+	if allocs > 1 {
+		t.Fatalf("New: %v allocations per call; want 1 (the context)", allocs)
 	}
 }
 

@@ -2,14 +2,18 @@
 -- has no unique key, group or due time (the common Enqueue, with or
 -- without a retention), exactly as enqueue.lua would, with no library
 -- prepended (lib.lua's functions would be built on every call, which
--- costs more Redis CPU than the writes themselves).
+-- costs more Redis CPU than the writes themselves). Its arguments are as
+-- few as the common call allows: each one costs Redis about as much as a
+-- tenth of the script's own work (docs/performance.md, "Single enqueue
+-- on Redis").
 -- KEYS[1] task key    KEYS[2] pending list   KEYS[3] event log (stream)
--- ARGV[1] message (codec)   ARGV[2] task ID
--- ARGV[3] events channel    ARGV[4] queue name
--- ARGV[5] retention ms ('0' = none; htq serve keeps completed tasks, so
---         most of its tasks carry one)
--- ARGV[6] event time ms ('' = the log entry's)  ARGV[7] event log length
--- ('0' = off)
+-- ARGV[1] message (codec)   ARGV[2] task ID   ARGV[3] queue name
+-- ARGV[4] event log length ('0' = off)
+-- ARGV[5] retention ms (absent or '0' = none; htq serve keeps completed
+--         tasks, so most of its tasks carry one)
+-- ARGV[6] event time ms (absent = the log entry's)
+-- CHANNEL, the events channel (keys.go's channelEvents), is set by the
+-- line rdb prepends (scripts.go).
 -- Returns 2 (pending), 0 when the task is stored already with this very
 -- message, propagated headers aside (an earlier attempt of the same
 -- Enqueue; see lib.lua's stored_same, inlined here; nothing is logged),
@@ -18,9 +22,15 @@
 -- task's string form (lib.lua's task_get), without a retention; HSETNX
 -- of m with one, which HSET R then joins. Publishes r:<queue> when
 -- pending went from empty to one task; logs the enqueue as lib.lua's
--- log_event would.
+-- log_event would, except that the log is trimmed (XTRIM MAXLEN ~) by the
+-- first entry of each millisecond only, the one whose ID ends in -0:
+-- trimming in every XADD cost more than the entry itself, and the log
+-- still never holds more than the length, a node of the stream and one
+-- millisecond's entries (every other script trims on each entry).
 local stored
-if ARGV[5] == '0' then
+local ret = ARGV[5]
+if ret == '0' then ret = nil end
+if not ret then
   stored = redis.call('SET', KEYS[1], ARGV[1], 'NX')
 else
   local r = redis.pcall('HSETNX', KEYS[1], 'm', ARGV[1])
@@ -56,15 +66,19 @@ if not stored then
   end
   return 0
 end
-if ARGV[5] ~= '0' then redis.call('HSET', KEYS[1], 'R', ARGV[5]) end
+if ret then redis.call('HSET', KEYS[1], 'R', ret) end
 if redis.call('LPUSH', KEYS[2], ARGV[2]) == 1 then
-  redis.call('PUBLISH', ARGV[3], 'r:' .. ARGV[4])
+  redis.call('PUBLISH', CHANNEL, 'r:' .. ARGV[3])
 end
-if ARGV[7] ~= '0' then
-  if ARGV[6] == '' then
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', '2\n' .. ARGV[2])
+if ARGV[4] ~= '0' then
+  local id
+  if ARGV[6] then
+    id = redis.call('XADD', KEYS[3], '*', 'e', '2\n' .. ARGV[2], 'T', ARGV[6])
   else
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', '2\n' .. ARGV[2], 'T', ARGV[6])
+    id = redis.call('XADD', KEYS[3], '*', 'e', '2\n' .. ARGV[2])
+  end
+  if string.byte(id, -1) == 48 and string.byte(id, -2) == 45 then -- '-0'
+    redis.call('XTRIM', KEYS[3], 'MAXLEN', '~', ARGV[4])
   end
 end
 return 2
