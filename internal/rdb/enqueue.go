@@ -315,17 +315,24 @@ func (b *Broker) enqueueCall(p broker.EnqueueParams, buf *callBuf) (*queueKeys, 
 		return nil, call{}, err
 	}
 	msg, key := encodeTask(m, k.task)
-	if plainEnqueue(p) {
+	if plainTask(p) {
 		// As few arguments as the call needs (enqueue_plain.lua).
 		buf.keys[0], buf.keys[1], buf.keys[2] = key, k.pending, k.events
+		nkeys := 3
 		args := append(buf.args[:0], msg, m.ID, k.name, b.logLen)
-		if r := ms(m.Retention); r > 0 || b.clock != nil {
+		due := !p.ProcessAt.IsZero()
+		if r := ms(m.Retention); r > 0 || b.clock != nil || due {
 			args = append(args, itoa(r))
 		}
-		if b.clock != nil {
+		if b.clock != nil || due {
 			args = append(args, b.nowArg())
 		}
-		return k, call{s: scriptEnqPlain, keys: buf.keys[:3], args: args}, nil
+		if due {
+			args = append(args, itoa(ceilMS(p.ProcessAt)))
+			buf.keys[3] = k.scheduled
+			nkeys = 4
+		}
+		return k, call{s: scriptEnqPlain, keys: buf.keys[:nkeys], args: args}, nil
 	}
 	var at int64
 	if !p.ProcessAt.IsZero() {
@@ -345,13 +352,18 @@ func (b *Broker) enqueueCall(p broker.EnqueueParams, buf *callBuf) (*queueKeys, 
 	return k, call{s: scriptEnqueue, keys: buf.keys[:], args: buf.args[:]}, nil
 }
 
-// plainEnqueue tells whether p is the common Enqueue that enqueue_plain.lua
-// (or a '.' or 'r' task of enqueue_batch.lua) stores: pending at once, with
-// no unique key, group, priority or fair-sharing key (a retention is
-// allowed).
-func plainEnqueue(p broker.EnqueueParams) bool {
+// plainTask tells whether p is the common Enqueue that enqueue_plain.lua
+// stores: a task with no unique key, group, priority or fair-sharing key
+// (a due time and a retention are allowed).
+func plainTask(p broker.EnqueueParams) bool {
 	m := p.Msg
-	return m.UniqueKey == "" && m.GroupKey == "" && p.ProcessAt.IsZero() && m.Priority == 0 && m.Key == ""
+	return m.UniqueKey == "" && m.GroupKey == "" && m.Priority == 0 && m.Key == ""
+}
+
+// plainEnqueue tells whether p is a plain task (plainTask) that goes to
+// pending at once: a '.' or 'r' task of enqueue_batch.lua.
+func plainEnqueue(p broker.EnqueueParams) bool {
+	return plainTask(p) && p.ProcessAt.IsZero()
 }
 
 // priorityArg is the script argument of priority p: "" for 0.
