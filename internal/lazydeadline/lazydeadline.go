@@ -89,7 +89,7 @@ func (c *Context) Done() <-chan struct{} {
 	}
 	c.done = make(chan struct{})
 	done := c.done
-	if err, cause := c.ended(); err != nil {
+	if err, cause := c.endedWith(c.canceled); err != nil {
 		c.finishLocked(err, cause)
 		c.mu.Unlock()
 		return done
@@ -117,11 +117,21 @@ func (c *Context) Done() <-chan struct{} {
 // ended tells why the context is over without its timer: the root's error
 // (and cause), context.Canceled when it or a lazy ancestor was canceled,
 // context.DeadlineExceeded past the deadline; nil, nil while it lasts.
+// The caller does not hold c.mu.
 func (c *Context) ended() (err, cause error) {
+	c.mu.Lock()
+	canceled := c.canceled
+	c.mu.Unlock()
+	return c.endedWith(canceled)
+}
+
+// endedWith is ended with c.canceled read by the caller (who may hold
+// c.mu).
+func (c *Context) endedWith(canceled bool) (err, cause error) {
 	if err := c.root.Err(); err != nil {
 		return err, context.Cause(c.root)
 	}
-	if c.canceled {
+	if canceled {
 		return context.Canceled, nil
 	}
 	for a := c.up; a != nil; a = a.up {
