@@ -12,11 +12,11 @@
 // same deadline, and arms a timer only the first time Done is called.
 //
 // When Done is called (a pipelined Redis call, the embedded store's wait
-// for its commit), the context arms one timer of its own and watches the
-// nearest ancestor that is not one of these contexts; the lazy contexts
-// between (the Client's RetryFor deadline under the broker's call
-// deadline) stay unarmed and cancel it when they are canceled. That costs
-// one timer and a channel instead of a timer context per level
+// for its commit), the context arms one timer context
+// (context.WithDeadline) under the nearest ancestor that is not one of
+// these contexts; the lazy contexts between (the Client's RetryFor
+// deadline under the broker's call deadline) stay unarmed and cancel it
+// when they are canceled: one timer context per wait, not one per level
 // (BenchmarkDone).
 package lazydeadline
 
@@ -59,15 +59,11 @@ type Context struct {
 	root     context.Context // the nearest ancestor that is not one of these
 	deadline time.Time       // the earlier of its own and up's
 
-	mu       sync.Mutex
-	done     chan struct{}   // made by Done
-	err      error           // why it is done, once Done made it so
-	cause    error           // context.Cause of root, when root ended it
-	causeCtx context.Context // what Value answers from once done
-	timer    *time.Timer     // the deadline, once armed
-	stopRoot func() bool     // stops watching root, once armed
-	kids     []*Context      // armed descendants to cancel with it
-	canceled bool            // Cancel was called
+	mu          sync.Mutex
+	inner       context.Context // context.WithDeadline(root, deadline), once Done was called
+	innerCancel context.CancelFunc
+	kids        []*Context // armed descendants to cancel with it
+	canceled    bool       // Cancel was called
 }
 
 // Deadline returns the deadline given to New (or WithTimeout), or an
@@ -79,25 +75,18 @@ func (c *Context) Deadline() (time.Time, bool) {
 	return c.deadline, true
 }
 
-// Done arms the timer on its first call and returns the channel that is
-// closed when the context ends.
+// Done arms the timer context on its first call and returns its channel.
 func (c *Context) Done() <-chan struct{} {
 	c.mu.Lock()
-	if c.done != nil {
+	if c.inner != nil {
 		defer c.mu.Unlock()
-		return c.done
+		return c.inner.Done()
 	}
-	c.done = make(chan struct{})
-	done := c.done
-	if err, cause := c.endedWith(c.canceled); err != nil {
-		c.finishLocked(err, cause)
-		c.mu.Unlock()
-		return done
+	c.inner, c.innerCancel = context.WithDeadline(c.root, c.deadline)
+	if c.canceled {
+		c.innerCancel()
 	}
-	c.timer = time.AfterFunc(time.Until(c.deadline), func() { c.finish(context.DeadlineExceeded, nil) })
-	if c.root.Done() != nil {
-		c.stopRoot = context.AfterFunc(c.root, func() { c.finish(c.root.Err(), context.Cause(c.root)) })
-	}
+	done, cancel := c.inner.Done(), c.innerCancel
 	c.mu.Unlock()
 	// The lazy ancestors cancel it with them (locked one at a time, never
 	// with c.mu held: Cancel locks an ancestor, then its kids).
@@ -105,7 +94,7 @@ func (c *Context) Done() <-chan struct{} {
 		a.mu.Lock()
 		if a.canceled {
 			a.mu.Unlock()
-			c.finish(context.Canceled, nil)
+			cancel()
 			break
 		}
 		a.kids = append(a.kids, c)
@@ -114,104 +103,56 @@ func (c *Context) Done() <-chan struct{} {
 	return done
 }
 
-// ended tells why the context is over without its timer: the root's error
-// (and cause), context.Canceled when it or a lazy ancestor was canceled,
-// context.DeadlineExceeded past the deadline; nil, nil while it lasts.
-// The caller does not hold c.mu.
-func (c *Context) ended() (err, cause error) {
+// Err returns the timer context's error once it exists; until then the
+// root's error, context.Canceled after Cancel (its own or a lazy
+// ancestor's), or context.DeadlineExceeded once the deadline has passed.
+func (c *Context) Err() error {
 	c.mu.Lock()
-	canceled := c.canceled
+	inner, canceled := c.inner, c.canceled
 	c.mu.Unlock()
-	return c.endedWith(canceled)
-}
-
-// endedWith is ended with c.canceled read by the caller (who may hold
-// c.mu).
-func (c *Context) endedWith(canceled bool) (err, cause error) {
+	if inner != nil {
+		return inner.Err()
+	}
 	if err := c.root.Err(); err != nil {
-		return err, context.Cause(c.root)
+		return err
 	}
 	if canceled {
-		return context.Canceled, nil
+		return context.Canceled
 	}
 	for a := c.up; a != nil; a = a.up {
 		a.mu.Lock()
 		canceled := a.canceled
 		a.mu.Unlock()
 		if canceled {
-			return context.Canceled, nil
+			return context.Canceled
 		}
 	}
 	if !time.Now().Before(c.deadline) {
-		return context.DeadlineExceeded, nil
+		return context.DeadlineExceeded
 	}
-	return nil, nil
+	return nil
 }
 
-// finish ends an armed context with err (cause: nil means err).
-func (c *Context) finish(err, cause error) {
-	c.mu.Lock()
-	c.finishLocked(err, cause)
-	c.mu.Unlock()
-}
-
-// finishLocked is finish with c.mu held; a context that ended already is
-// left as it is.
-func (c *Context) finishLocked(err, cause error) {
-	if c.err != nil {
-		return
-	}
-	c.err, c.cause = err, cause
-	if c.done != nil {
-		close(c.done)
-	}
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	if c.stopRoot != nil {
-		c.stopRoot()
-	}
-}
-
-// Err returns nil while the context lasts; then the root's error,
-// context.Canceled after Cancel (its own or a lazy ancestor's), or
-// context.DeadlineExceeded once the deadline has passed.
-func (c *Context) Err() error {
-	c.mu.Lock()
-	err := c.err
-	c.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	err, _ = c.ended()
-	return err
-}
-
-// Value looks key up in the parent while the context lasts. Once it is
-// done it answers from a context that holds the same values and is
-// canceled with the same cause, so that context.Cause, which finds a
-// cause through Value, agrees with Err.
+// Value looks key up in the timer context once it exists (so that
+// context.Cause and children find it), else in the parent. A context that
+// is done (Err is not nil) arms the timer context first, so that
+// context.Cause, which finds the cause through Value, agrees with Err.
+// (The contexts between it and its root hold no values: the timer
+// context, a child of the root, finds the same ones.)
 func (c *Context) Value(key any) any {
 	c.mu.Lock()
-	err, cause := c.err, c.cause
+	inner := c.inner
 	c.mu.Unlock()
-	if err == nil {
-		if err, cause = c.ended(); err == nil {
-			return c.parent.Value(key)
-		}
+	if inner == nil && c.Err() != nil {
+		c.Done()
+		c.mu.Lock()
+		inner = c.inner
+		c.mu.Unlock()
 	}
-	c.mu.Lock()
-	if c.causeCtx == nil {
-		cc, cancel := context.WithCancelCause(context.WithoutCancel(c.parent))
-		if cause == nil {
-			cause = err
-		}
-		cancel(cause)
-		c.causeCtx = cc
+	if inner != nil {
+		return inner.Value(key)
 	}
-	cc := c.causeCtx
-	c.mu.Unlock()
-	return cc.Value(key)
+	return c.parent.Value(key)
 }
 
 // Cancel cancels the context and its armed descendants, and releases its
@@ -225,13 +166,16 @@ func (c *Context) Cancel() {
 	}
 	c.mu.Lock()
 	c.canceled = true
-	kids := c.kids
+	kids, cancel := c.kids, c.innerCancel
 	c.kids = nil
-	if c.done != nil {
-		c.finishLocked(context.Canceled, nil)
-	}
 	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 	for _, k := range kids {
-		k.finish(context.Canceled, nil)
+		k.mu.Lock()
+		cancel := k.innerCancel // armed: it registered after arming
+		k.mu.Unlock()
+		cancel()
 	}
 }

@@ -18,7 +18,7 @@ func TestDeadlineWithoutTimer(t *testing.T) {
 	if err := ctx.Err(); err != nil {
 		t.Fatalf("Err() = %v before the deadline", err)
 	}
-	if ctx.(*Context).timer != nil {
+	if ctx.(*Context).inner != nil {
 		t.Fatal("a timer context was made though nothing called Done")
 	}
 }
@@ -187,7 +187,7 @@ func TestNested(t *testing.T) {
 		inner := New(outer, time.Hour)
 		defer inner.Cancel()
 		done := inner.Done()
-		if outer.timer != nil {
+		if outer.inner != nil {
 			t.Fatal("waiting on the inner context armed the outer one")
 		}
 		outer.Cancel()
