@@ -295,7 +295,9 @@ func (c *Client) prepare(task *Task, opts []Option) (broker.EnqueueParams, *Task
 		return broker.EnqueueParams{}, nil, fmt.Errorf("%w: DependsOn and OnDependencyFailure apply to the tasks of a workflow (Workflow.Add, Client.EnqueueWorkflow)", ErrInvalidArgument)
 	}
 	if e.o.taskID == "" {
-		e.o.taskID = newTaskIDIn(&e.id)
+		// A string of its own: the embedded store keeps the ID, and a
+		// string inside e would keep all of e.
+		e.o.taskID = newTaskID()
 	}
 	return c.buildIn(task, e)
 }
@@ -303,12 +305,12 @@ func (c *Client) prepare(task *Task, opts []Option) (broker.EnqueueParams, *Task
 // enqueued is what the preparation of one task allocates: its composed
 // options, the message to store and the TaskInfo to return, in one
 // allocation instead of three (they are made together and live about as
-// long as each other), with the text of a generated ID.
+// long as each other; no storage keeps the message itself, the embedded
+// store keeps a copy).
 type enqueued struct {
 	o    taskOptions
 	msg  base.TaskMessage
 	info TaskInfo
-	id   [36]byte // o.taskID's bytes when the ID was generated (newTaskIDIn)
 }
 
 // build checks a task with its composed options (o.taskID set) and

@@ -4,7 +4,6 @@ import (
 	crand "crypto/rand"
 	"math/rand/v2"
 	"sync"
-	"unsafe"
 
 	"github.com/htqueue/htq/internal/base"
 )
@@ -21,23 +20,12 @@ var idSources = sync.Pool{New: func() any {
 }}
 
 // newTaskID returns a random (version 4) UUID in its usual text form.
-func newTaskID() string { return base.FormatUUID(newUUID()) }
-
-// newTaskIDIn is newTaskID written into out, whose bytes the returned
-// string shares (no allocation of its own): out must never be written
-// again.
-func newTaskIDIn(out *[36]byte) string {
-	base.EncodeUUID(out, newUUID())
-	return unsafe.String(&out[0], len(out))
-}
-
-// newUUID returns the 16 bytes of a random (version 4) UUID.
-func newUUID() [16]byte {
+func newTaskID() string {
 	var b [16]byte
 	src := idSources.Get().(*rand.ChaCha8)
 	_, _ = src.Read(b[:])
 	idSources.Put(src)
 	b[6] = b[6]&0x0f | 0x40 // version 4
 	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
-	return b
+	return base.FormatUUID(b)
 }

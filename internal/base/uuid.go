@@ -7,12 +7,6 @@ import "encoding/hex"
 // variant bits.
 func FormatUUID(b [16]byte) string {
 	var out [36]byte
-	EncodeUUID(&out, b)
-	return string(out[:])
-}
-
-// EncodeUUID writes the text form of FormatUUID into out.
-func EncodeUUID(out *[36]byte, b [16]byte) {
 	hex.Encode(out[0:8], b[0:4])
 	out[8] = '-'
 	hex.Encode(out[9:13], b[4:6])
@@ -22,4 +16,5 @@ func EncodeUUID(out *[36]byte, b [16]byte) {
 	hex.Encode(out[19:23], b[8:10])
 	out[23] = '-'
 	hex.Encode(out[24:], b[10:])
+	return string(out[:])
 }
