@@ -120,8 +120,8 @@ func (c *Client) EnqueueContext(ctx context.Context, task *Task, opts ...Option)
 		span.SetAttributes(semconv.MessagingMessageID(p.Msg.ID), AttrTaskType.String(p.Msg.Type))
 	}
 	p.Msg.Headers = c.tr.headers(ctx)
-	ctx, cancel := c.bound(ctx)
-	defer cancel()
+	ctx, lc := c.bound(ctx)
+	defer lc.Cancel()
 	b := brokerOf(c.s)
 	for attempt := 0; ; attempt++ {
 		err = b.Enqueue(ctx, p)
@@ -135,14 +135,17 @@ func (c *Client) EnqueueContext(ctx context.Context, task *Task, opts ...Option)
 	return info, nil
 }
 
-// bound gives ctx the deadline of ClientOptions.RetryFor when it has none.
-func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+// bound gives ctx the deadline of ClientOptions.RetryFor when it has none;
+// the caller cancels the second result (nil when ctx is returned as it
+// is, which Cancel allows).
+func (c *Client) bound(ctx context.Context) (context.Context, *lazydeadline.Context) {
 	if _, ok := ctx.Deadline(); ok || c.retryFor < 0 {
-		return ctx, func() {}
+		return ctx, nil
 	}
 	// No timer unless something waits on Done (a retry's backoff does):
 	// see internal/lazydeadline.
-	return lazydeadline.WithTimeout(ctx, c.retryFor)
+	lc := lazydeadline.New(ctx, c.retryFor)
+	return lc, lc
 }
 
 // again tells whether a call that failed with err on its attempt-th try
@@ -252,8 +255,8 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []*Task, opts ...Option
 // enqueueBatch stores params, trying again those that fail with
 // ErrUnavailable while ctx (bounded by RetryFor) allows.
 func (c *Client) enqueueBatch(ctx context.Context, params []broker.EnqueueParams) []error {
-	ctx, cancel := c.bound(ctx)
-	defer cancel()
+	ctx, lc := c.bound(ctx)
+	defer lc.Cancel()
 	b := brokerOf(c.s)
 	errs := b.EnqueueBatch(ctx, params)
 	for attempt := 0; ; attempt++ {
@@ -284,22 +287,42 @@ func (c *Client) prepare(task *Task, opts []Option) (broker.EnqueueParams, *Task
 	if task == nil {
 		return broker.EnqueueParams{}, nil, fmt.Errorf("%w: nil task", ErrInvalidArgument)
 	}
-	o, err := composeOptions(task.opts, opts)
-	if err != nil {
+	e := new(enqueued)
+	if err := composeOptionsInto(&e.o, task.opts, opts); err != nil {
 		return broker.EnqueueParams{}, nil, err
 	}
-	if o.inWorkflow() {
+	if e.o.inWorkflow() {
 		return broker.EnqueueParams{}, nil, fmt.Errorf("%w: DependsOn and OnDependencyFailure apply to the tasks of a workflow (Workflow.Add, Client.EnqueueWorkflow)", ErrInvalidArgument)
 	}
-	if o.taskID == "" {
-		o.taskID = newTaskID()
+	if e.o.taskID == "" {
+		// A string of its own: the embedded store keeps the ID, and a
+		// string inside e would keep all of e.
+		e.o.taskID = newTaskID()
 	}
-	return c.build(task, o)
+	return c.buildIn(task, e)
+}
+
+// enqueued is what the preparation of one task allocates: its composed
+// options, the message to store and the TaskInfo to return, in one
+// allocation instead of three (they are made together and live about as
+// long as each other; no storage keeps the message itself, the embedded
+// store keeps a copy).
+type enqueued struct {
+	o    taskOptions
+	msg  base.TaskMessage
+	info TaskInfo
 }
 
 // build checks a task with its composed options (o.taskID set) and
 // builds the storage call and the TaskInfo that Enqueue returns.
 func (c *Client) build(task *Task, o taskOptions) (broker.EnqueueParams, *TaskInfo, error) {
+	return c.buildIn(task, &enqueued{o: o})
+}
+
+// buildIn is build with the options in e.o, the message and TaskInfo
+// written into e.
+func (c *Client) buildIn(task *Task, e *enqueued) (broker.EnqueueParams, *TaskInfo, error) {
+	o := &e.o
 	now := c.now()
 	if !o.deadline.IsZero() && !o.deadline.After(now) {
 		return broker.EnqueueParams{}, nil, fmt.Errorf("%w: Deadline %v is in the past", ErrInvalidArgument, o.deadline.Format(time.RFC3339Nano))
@@ -308,7 +331,8 @@ func (c *Client) build(task *Task, o taskOptions) (broker.EnqueueParams, *TaskIn
 	if timeout == 0 && o.deadline.IsZero() {
 		timeout = DefaultTimeout
 	}
-	msg := &base.TaskMessage{
+	msg := &e.msg
+	*msg = base.TaskMessage{
 		ID:        o.taskID,
 		Type:      task.typename,
 		Payload:   task.payload,
@@ -340,7 +364,8 @@ func (c *Client) build(task *Task, o taskOptions) (broker.EnqueueParams, *TaskIn
 	case processAt.After(now):
 		state, next = TaskStateScheduled, processAt
 	}
-	info := &TaskInfo{
+	info := &e.info
+	*info = TaskInfo{
 		ID: msg.ID, Queue: msg.Queue, Type: msg.Type, Payload: msg.Payload,
 		State: state, MaxRetry: msg.MaxRetry, Timeout: msg.Timeout,
 		Deadline: msg.Deadline, Group: msg.GroupKey, NextProcessAt: next,

@@ -244,16 +244,25 @@ func (key keyOption) apply(o *taskOptions) error {
 
 // composeOptions applies the task's own options, then the call's.
 func composeOptions(taskOpts, callOpts []Option) (taskOptions, error) {
-	o := taskOptions{queue: base.DefaultQueue, maxRetry: DefaultMaxRetry}
+	var o taskOptions
+	err := composeOptionsInto(&o, taskOpts, callOpts)
+	return o, err
+}
+
+// composeOptionsInto is composeOptions into *o (whose earlier content is
+// replaced), for a caller that has o in an allocation of its own: an
+// Option's apply takes o's address, which puts a local o on the heap.
+func composeOptionsInto(o *taskOptions, taskOpts, callOpts []Option) error {
+	*o = taskOptions{queue: base.DefaultQueue, maxRetry: DefaultMaxRetry}
 	for _, list := range [][]Option{taskOpts, callOpts} {
 		for _, opt := range list {
 			if opt == nil {
-				return o, fmt.Errorf("%w: nil Option", base.ErrInvalidArgument)
+				return fmt.Errorf("%w: nil Option", base.ErrInvalidArgument)
 			}
-			if err := opt.apply(&o); err != nil {
-				return o, err
+			if err := opt.apply(o); err != nil {
+				return err
 			}
 		}
 	}
-	return o, nil
+	return nil
 }

@@ -268,8 +268,8 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, w *Workflow) (_ *WorkflowI
 			t.Msg.Headers = h
 		}
 	}
-	ctx, cancel := c.bound(ctx)
-	defer cancel()
+	ctx, lc := c.bound(ctx)
+	defer lc.Cancel()
 	b := brokerOf(c.s)
 	for attempt := 0; ; attempt++ {
 		err = b.EnqueueWorkflow(ctx, bw)

@@ -14,7 +14,8 @@
 #
 # Environment: BASE (required), PORT (default 6394; refused when taken),
 # REPS (default 5), IMPLS (default "htq htq-file"), FAIR (default 1),
-# MEM (default 0),
+# MEM (default 0), SCENARIOS (default "all"; "enqueue": the single
+# enqueues from 1 and 16 goroutines only),
 # OUT (default results-ab.jsonl). JSON lines carry label "base" or "this";
 # the summary (bin/summarize -base-label base) goes to stderr and
 # summary-ab.md.
@@ -27,6 +28,7 @@ REPS=${REPS:-5}
 IMPLS=${IMPLS:-"htq htq-file"}
 FAIR=${FAIR:-1}
 MEM=${MEM:-0}
+SCENARIOS=${SCENARIOS:-all}
 OUT=${OUT:-results-ab.jsonl}
 SUMMARY=${SUMMARY:-summary-ab.md}
 GO=${GO:-go}
@@ -44,6 +46,7 @@ plain() { # $1 = binary, $2 = label, $3 = impl, $4 = rep
   local L=(-addr "$ADDR" -impl "$3" -label "$2" -run "$4")
   "$1" -scenario enqueue -n 50000 -conc 1 "${L[@]}"
   "$1" -scenario enqueue -n 50000 -conc 16 "${L[@]}"
+  [ "$SCENARIOS" = enqueue ] && return
   "$1" -scenario enqueue-batch -n 50000 -batch 1000 -conc 1 "${L[@]}"
   "$1" -scenario process -n 50000 -conc 10 "${L[@]}"
   "$1" -scenario process -n 50000 -conc 50 "${L[@]}"

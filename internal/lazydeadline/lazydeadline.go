@@ -9,8 +9,15 @@
 // synchronously (the usual case for one caller) reads only the context's
 // Deadline and Err and enforces the deadline on the connection itself, so
 // the timer is never needed there. The context returned here reports the
-// same deadline, and creates the real timer context (context.WithDeadline)
-// only the first time Done is called.
+// same deadline, and arms a timer only the first time Done is called.
+//
+// When Done is called (a pipelined Redis call, the embedded store's wait
+// for its commit), the context arms one timer context
+// (context.WithDeadline) under the nearest ancestor that is not one of
+// these contexts; the lazy contexts between (the Client's RetryFor
+// deadline under the broker's call deadline) stay unarmed and cancel it
+// when they are canceled: one timer context per wait, not one per level
+// (BenchmarkDone).
 package lazydeadline
 
 import (
@@ -27,58 +34,98 @@ import (
 // the same cases (once it has been asked for). Calling cancel releases the
 // timer, if one was armed.
 func WithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	c := &lazyCtx{parent: parent, deadline: time.Now().Add(d)}
-	return c, c.cancel
+	c := New(parent, d)
+	return c, c.Cancel
 }
 
-// lazyCtx is the context WithTimeout returns.
-type lazyCtx struct {
+// New is WithTimeout for the hot paths: the context itself is the one
+// allocation (WithTimeout's CancelFunc, a method value, is a second one),
+// and its Cancel method is the CancelFunc.
+func New(parent context.Context, d time.Duration) *Context {
+	c := &Context{parent: parent, root: parent, deadline: time.Now().Add(d)}
+	if up, ok := parent.(*Context); ok {
+		c.up, c.root = up, up.root
+		if up.deadline.Before(c.deadline) {
+			c.deadline = up.deadline
+		}
+	}
+	return c
+}
+
+// Context is the context New and WithTimeout return.
+type Context struct {
 	parent   context.Context
-	deadline time.Time
+	up       *Context        // parent, when it is one of these
+	root     context.Context // the nearest ancestor that is not one of these
+	deadline time.Time       // the earlier of its own and up's
 
 	mu          sync.Mutex
-	inner       context.Context // the real timer context, once Done was called
+	inner       context.Context // context.WithDeadline(root, deadline), once Done was called
 	innerCancel context.CancelFunc
-	canceled    bool // cancel was called
+	kids        []*Context // armed descendants to cancel with it
+	canceled    bool       // Cancel was called
 }
 
-// Deadline returns the deadline given to WithTimeout, or the parent's when
-// it is earlier.
-func (c *lazyCtx) Deadline() (time.Time, bool) {
-	if pd, ok := c.parent.Deadline(); ok && pd.Before(c.deadline) {
+// Deadline returns the deadline given to New (or WithTimeout), or an
+// ancestor's when it is earlier.
+func (c *Context) Deadline() (time.Time, bool) {
+	if pd, ok := c.root.Deadline(); ok && pd.Before(c.deadline) {
 		return pd, true
 	}
 	return c.deadline, true
 }
 
 // Done arms the timer context on its first call and returns its channel.
-func (c *lazyCtx) Done() <-chan struct{} {
+func (c *Context) Done() <-chan struct{} {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.inner == nil {
-		c.inner, c.innerCancel = context.WithDeadline(c.parent, c.deadline)
-		if c.canceled {
-			c.innerCancel()
-		}
+	if c.inner != nil {
+		defer c.mu.Unlock()
+		return c.inner.Done()
 	}
-	return c.inner.Done()
+	c.inner, c.innerCancel = context.WithDeadline(c.root, c.deadline)
+	if c.canceled {
+		c.innerCancel()
+	}
+	done, cancel := c.inner.Done(), c.innerCancel
+	c.mu.Unlock()
+	// The lazy ancestors cancel it with them (locked one at a time, never
+	// with c.mu held: Cancel locks an ancestor, then its kids).
+	for a := c.up; a != nil; a = a.up {
+		a.mu.Lock()
+		if a.canceled {
+			a.mu.Unlock()
+			cancel()
+			break
+		}
+		a.kids = append(a.kids, c)
+		a.mu.Unlock()
+	}
+	return done
 }
 
 // Err returns the timer context's error once it exists; until then the
-// parent's error, context.Canceled after cancel, or
-// context.DeadlineExceeded once the deadline has passed.
-func (c *lazyCtx) Err() error {
+// root's error, context.Canceled after Cancel (its own or a lazy
+// ancestor's), or context.DeadlineExceeded once the deadline has passed.
+func (c *Context) Err() error {
 	c.mu.Lock()
 	inner, canceled := c.inner, c.canceled
 	c.mu.Unlock()
 	if inner != nil {
 		return inner.Err()
 	}
-	if err := c.parent.Err(); err != nil {
+	if err := c.root.Err(); err != nil {
 		return err
 	}
 	if canceled {
 		return context.Canceled
+	}
+	for a := c.up; a != nil; a = a.up {
+		a.mu.Lock()
+		canceled := a.canceled
+		a.mu.Unlock()
+		if canceled {
+			return context.Canceled
+		}
 	}
 	if !time.Now().Before(c.deadline) {
 		return context.DeadlineExceeded
@@ -90,7 +137,9 @@ func (c *lazyCtx) Err() error {
 // context.Cause and children find it), else in the parent. A context that
 // is done (Err is not nil) arms the timer context first, so that
 // context.Cause, which finds the cause through Value, agrees with Err.
-func (c *lazyCtx) Value(key any) any {
+// (The contexts between it and its root hold no values: the timer
+// context, a child of the root, finds the same ones.)
+func (c *Context) Value(key any) any {
 	c.mu.Lock()
 	inner := c.inner
 	c.mu.Unlock()
@@ -106,12 +155,27 @@ func (c *lazyCtx) Value(key any) any {
 	return c.parent.Value(key)
 }
 
-// cancel is the CancelFunc WithTimeout returns.
-func (c *lazyCtx) cancel() {
+// Cancel cancels the context and its armed descendants, and releases its
+// timer, if one was armed (the CancelFunc of WithTimeout). It may be
+// called more than once, and on a nil *Context, where it does nothing (so
+// that a caller that bounds a context only sometimes can always defer
+// Cancel).
+func (c *Context) Cancel() {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.canceled = true
-	if c.innerCancel != nil {
-		c.innerCancel()
+	kids, cancel := c.kids, c.innerCancel
+	c.kids = nil
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	for _, k := range kids {
+		k.mu.Lock()
+		cancel := k.innerCancel // armed: it registered after arming
+		k.mu.Unlock()
+		cancel()
 	}
 }

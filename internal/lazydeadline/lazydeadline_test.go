@@ -18,7 +18,7 @@ func TestDeadlineWithoutTimer(t *testing.T) {
 	if err := ctx.Err(); err != nil {
 		t.Fatalf("Err() = %v before the deadline", err)
 	}
-	if ctx.(*lazyCtx).inner != nil {
+	if ctx.(*Context).inner != nil {
 		t.Fatal("a timer context was made though nothing called Done")
 	}
 }
@@ -145,6 +145,15 @@ func TestAllocations(t *testing.T) {
 	if allocs > 2 {
 		t.Fatalf("%v allocations per call; want at most 2 (no timer)", allocs)
 	}
+	allocs = testing.AllocsPerRun(100, func() {
+		c := New(context.Background(), time.Hour)
+		c.Deadline()
+		_ = c.Err()
+		c.Cancel()
+	})
+	if allocs > 1 {
+		t.Fatalf("New: %v allocations per call; want 1 (the context)", allocs)
+	}
 }
 
 // Done, Err, Value and cancel may be called from several goroutines at
@@ -167,4 +176,73 @@ func TestConcurrentDone(t *testing.T) {
 	}
 	cancel()
 	<-first
+}
+
+// A lazy context under another (the broker's call deadline under the
+// Client's RetryFor deadline): waiting on the inner one arms it alone, and
+// it still ends with every ancestor.
+func TestNested(t *testing.T) {
+	t.Run("outer canceled", func(t *testing.T) {
+		outer := New(context.Background(), time.Hour)
+		inner := New(outer, time.Hour)
+		defer inner.Cancel()
+		done := inner.Done()
+		if outer.inner != nil {
+			t.Fatal("waiting on the inner context armed the outer one")
+		}
+		outer.Cancel()
+		<-done
+		if err := inner.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("inner Err() = %v; want context.Canceled", err)
+		}
+	})
+	t.Run("outer canceled before Done", func(t *testing.T) {
+		outer := New(context.Background(), time.Hour)
+		inner := New(outer, time.Hour)
+		defer inner.Cancel()
+		outer.Cancel()
+		if err := inner.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("inner Err() = %v; want context.Canceled", err)
+		}
+		<-inner.Done()
+	})
+	t.Run("outer deadline earlier", func(t *testing.T) {
+		outer := New(context.Background(), 20*time.Millisecond)
+		defer outer.Cancel()
+		inner := New(outer, time.Hour)
+		defer inner.Cancel()
+		od, _ := outer.Deadline()
+		if d, _ := inner.Deadline(); !d.Equal(od) {
+			t.Fatalf("inner Deadline() = %v; want the outer's %v", d, od)
+		}
+		select {
+		case <-inner.Done():
+		case <-time.After(10 * time.Second): // a bound on a broken timer, not a speed check
+			t.Fatal("the inner context did not end at the outer one's deadline")
+		}
+		if err := context.Cause(inner); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Cause(inner) = %v; want context.DeadlineExceeded", err)
+		}
+	})
+	t.Run("root canceled with a cause", func(t *testing.T) {
+		type key struct{}
+		root, cancelRoot := context.WithCancelCause(context.WithValue(context.Background(), key{}, "v"))
+		outer := New(root, time.Hour)
+		defer outer.Cancel()
+		inner := New(outer, time.Hour)
+		defer inner.Cancel()
+		done := inner.Done()
+		boom := errors.New("boom")
+		cancelRoot(boom)
+		<-done
+		if err := inner.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("inner Err() = %v; want context.Canceled", err)
+		}
+		if err := context.Cause(inner); !errors.Is(err, boom) {
+			t.Fatalf("Cause(inner) = %v; want the root's cause", err)
+		}
+		if v := inner.Value(key{}); v != "v" {
+			t.Fatalf("Value = %v once done; want the root's", v)
+		}
+	})
 }

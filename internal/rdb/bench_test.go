@@ -176,6 +176,7 @@ func BenchmarkEnqueue(b *testing.B) {
 			var n atomic.Int64
 			b.ReportAllocs()
 			b.SetParallelism(16 / max(1, runtimeProcs()))
+			cpu := startCPU(b, br)
 			start := time.Now()
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()
@@ -189,6 +190,7 @@ func BenchmarkEnqueue(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+			cpu.report(b)
 		})
 		b.Run(v.name+"/batch=1000", func(b *testing.B) {
 			br := benchBroker(b, v)

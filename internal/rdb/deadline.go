@@ -47,9 +47,24 @@ const DefaultTimeout = 5 * time.Second
 // guards its calls.
 const troubleWindow = 30 * time.Second
 
-// do sends one command within the call deadline (see bound).
+// do sends one command within the call deadline (see bound). It is doOn
+// for one command without its slices: the path of every single Enqueue.
 func (b *Broker) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	return b.doOn(ctx, b.c, 0, cmd)[0]
+	ctx, lc := b.bound(ctx, 0)
+	defer lc.Cancel()
+	if !b.troubled() {
+		return b.sendOne(ctx, cmd)
+	}
+	return guarded(ctx, func() rueidis.RedisResult { return b.sendOne(ctx, cmd) }, func(err error) rueidis.RedisResult {
+		return unavailableResult(rueidis.NewErrorResult(err))
+	})
+}
+
+// sendOne is sendOn for one command through b.c.
+func (b *Broker) sendOne(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	r := unavailableResult(b.c.Do(ctx, cmd))
+	b.noteResult(r)
+	return r
 }
 
 // doMulti sends cmds in one round trip within the call deadline plus
@@ -67,8 +82,8 @@ func (b *Broker) nodeDoMulti(ctx context.Context, n rueidis.Client, cmds ...ruei
 // while Redis is in trouble, and marks the errors that say Redis is
 // unavailable.
 func (b *Broker) doOn(ctx context.Context, c rueidis.Client, extra time.Duration, cmds ...rueidis.Completed) []rueidis.RedisResult {
-	ctx, cancel := b.bound(ctx, extra)
-	defer cancel()
+	ctx, lc := b.bound(ctx, extra)
+	defer lc.Cancel()
 	if !b.troubled() {
 		return b.sendOn(ctx, c, cmds) // no closure: it would be allocated on every call
 	}
@@ -117,11 +132,20 @@ func guarded[T any](ctx context.Context, call func() T, failed func(error) T) T 
 // unavailable.
 func (b *Broker) note(rs []rueidis.RedisResult) {
 	for _, r := range rs {
-		if err := r.Error(); err != nil && errors.Is(err, base.ErrUnavailable) {
-			b.trouble.Store(time.Now().UnixNano())
+		if b.noteResult(r) {
 			return
 		}
 	}
+}
+
+// noteResult is note for one result; it tells whether r said Redis is
+// unavailable.
+func (b *Broker) noteResult(r rueidis.RedisResult) bool {
+	if err := r.Error(); err != nil && errors.Is(err, base.ErrUnavailable) {
+		b.trouble.Store(time.Now().UnixNano())
+		return true
+	}
+	return false
 }
 
 // troubled tells whether a call met unavailability less than
@@ -133,17 +157,20 @@ func (b *Broker) troubled() bool {
 
 // bound returns ctx with the call deadline, Options.Timeout plus extra
 // from now, unless ctx ends sooner (or the Broker has no timeout).
-func (b *Broker) bound(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+// The caller cancels the second result (nil when ctx is returned as it
+// is, which Cancel allows).
+func (b *Broker) bound(ctx context.Context, extra time.Duration) (context.Context, *lazydeadline.Context) {
 	if b.timeout <= 0 {
-		return ctx, func() {}
+		return ctx, nil
 	}
 	d := b.timeout + extra
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
-		return ctx, func() {}
+		return ctx, nil
 	}
 	// A synchronous rueidis call reads only Deadline and Err and sets the
 	// deadline on the connection: no timer per call (internal/lazydeadline).
-	return lazydeadline.WithTimeout(ctx, d)
+	lc := lazydeadline.New(ctx, d)
+	return lc, lc
 }
 
 func unavailableResults(rs []rueidis.RedisResult) []rueidis.RedisResult {

@@ -15,7 +15,8 @@ import (
 
 // Enqueue stores a new task; see broker.Broker.
 func (b *Broker) Enqueue(ctx context.Context, p broker.EnqueueParams) error {
-	k, c, err := b.enqueueCall(p)
+	var buf callBuf // on the stack: the call's keys and arguments
+	k, c, err := b.enqueueCall(p, &buf)
 	if err != nil {
 		return err
 	}
@@ -33,7 +34,17 @@ func (b *Broker) Enqueue(ctx context.Context, p broker.EnqueueParams) error {
 	if err := b.enqueueResult(p.Msg, res); err != nil {
 		return err
 	}
-	return waitFailed("enqueue "+p.Msg.Queue+"/"+p.Msg.ID, waitErr)
+	if waitErr != nil { // the name is built only when it is needed
+		return waitFailed("enqueue "+p.Msg.Queue+"/"+p.Msg.ID, waitErr)
+	}
+	return nil
+}
+
+// callBuf holds the keys and arguments of one script call, for a caller
+// that keeps them on its stack.
+type callBuf struct {
+	keys [8]string
+	args [14]string
 }
 
 // Chunks of EnqueueBatch: one enqueue_batch call holds tasks of one
@@ -295,19 +306,33 @@ func (b *Broker) enqueueCheck(m *base.TaskMessage, last *queueKeys) (*queueKeys,
 	return b.check("enqueue", m.Queue)
 }
 
-// enqueueCall validates p and builds its script call.
-func (b *Broker) enqueueCall(p broker.EnqueueParams) (*queueKeys, call, error) {
+// enqueueCall validates p and builds its script call, whose keys and
+// arguments are kept in buf.
+func (b *Broker) enqueueCall(p broker.EnqueueParams, buf *callBuf) (*queueKeys, call, error) {
 	m := p.Msg
 	k, err := b.enqueueCheck(m, nil)
 	if err != nil {
 		return nil, call{}, err
 	}
-	if plainEnqueue(p) {
-		return k, call{
-			s:    scriptEnqPlain,
-			keys: []string{k.taskKey(m.ID), k.pending, k.events},
-			args: []string{encodeString(m), m.ID, channelEvents, k.name, itoa(ms(m.Retention)), b.nowArg(), b.logLen},
-		}, nil
+	msg, key := encodeTask(m, k.task)
+	if plainTask(p) {
+		// As few arguments as the call needs (enqueue_plain.lua).
+		buf.keys[0], buf.keys[1], buf.keys[2] = key, k.pending, k.events
+		nkeys := 3
+		args := append(buf.args[:0], msg, m.ID, k.name, b.logLen)
+		due := !p.ProcessAt.IsZero()
+		if r := ms(m.Retention); r > 0 || b.clock != nil || due {
+			args = append(args, itoa(r))
+		}
+		if b.clock != nil || due {
+			args = append(args, b.nowArg())
+		}
+		if due {
+			args = append(args, itoa(ceilMS(p.ProcessAt)))
+			buf.keys[3] = k.scheduled
+			nkeys = 4
+		}
+		return k, call{s: scriptEnqPlain, keys: buf.keys[:nkeys], args: args}, nil
 	}
 	var at int64
 	if !p.ProcessAt.IsZero() {
@@ -318,24 +343,27 @@ func (b *Broker) enqueueCall(p broker.EnqueueParams) (*queueKeys, call, error) {
 		uttl = ms(m.UniqueTTL)
 		upx = uttl + b.lockSlackMS
 	}
-	return k, call{
-		s:    scriptEnqueue,
-		keys: []string{k.taskKey(m.ID), k.pending, k.scheduled, k.unique, k.group, k.groups, k.events, k.settings},
-		args: []string{
-			b.nowArg(), m.ID, encodeString(m),
-			itoa(at), m.UniqueKey, itoa(uttl), itoa(upx), m.GroupKey, itoa(ms(m.Retention)),
-			channelEvents, k.name, b.logLen, priorityArg(m.Priority), m.Key,
-		},
-	}, nil
+	buf.keys = [8]string{key, k.pending, k.scheduled, k.unique, k.group, k.groups, k.events, k.settings}
+	buf.args = [14]string{
+		b.nowArg(), m.ID, msg,
+		itoa(at), m.UniqueKey, itoa(uttl), itoa(upx), m.GroupKey, itoa(ms(m.Retention)),
+		channelEvents, k.name, b.logLen, priorityArg(m.Priority), m.Key,
+	}
+	return k, call{s: scriptEnqueue, keys: buf.keys[:], args: buf.args[:]}, nil
 }
 
-// plainEnqueue tells whether p is the common Enqueue that enqueue_plain.lua
-// (or a '.' or 'r' task of enqueue_batch.lua) stores: pending at once, with
-// no unique key, group, priority or fair-sharing key (a retention is
-// allowed).
-func plainEnqueue(p broker.EnqueueParams) bool {
+// plainTask tells whether p is the common Enqueue that enqueue_plain.lua
+// stores: a task with no unique key, group, priority or fair-sharing key
+// (a due time and a retention are allowed).
+func plainTask(p broker.EnqueueParams) bool {
 	m := p.Msg
-	return m.UniqueKey == "" && m.GroupKey == "" && p.ProcessAt.IsZero() && m.Priority == 0 && m.Key == ""
+	return m.UniqueKey == "" && m.GroupKey == "" && m.Priority == 0 && m.Key == ""
+}
+
+// plainEnqueue tells whether p is a plain task (plainTask) that goes to
+// pending at once: a '.' or 'r' task of enqueue_batch.lua.
+func plainEnqueue(p broker.EnqueueParams) bool {
+	return plainTask(p) && p.ProcessAt.IsZero()
 }
 
 // priorityArg is the script argument of priority p: "" for 0.
@@ -346,11 +374,23 @@ func priorityArg(p int) string {
 	return strconv.Itoa(p)
 }
 
-// encodeString encodes m's immutable fields as a string without copying
-// the encoding a second time (the bytes are never written again).
+// encodeString encodes m's immutable fields as a string (see encodeTask).
 func encodeString(m *base.TaskMessage) string {
-	buf := encodeMessage(make([]byte, 0, 32+len(m.Type)+len(m.Payload)+len(m.UniqueKey)+len(m.GroupKey)), m)
-	return unsafe.String(unsafe.SliceData(buf), len(buf))
+	msg, _ := encodeTask(m, "")
+	return msg
+}
+
+// encodeTask encodes m's immutable fields and names m's key (prefix, the
+// queue's task key prefix, then the ID), both in one allocation and
+// without copying the encoding a second time (the bytes are never written
+// again).
+func encodeTask(m *base.TaskMessage, prefix string) (msg, key string) {
+	n := len(prefix) + len(m.ID)
+	buf := make([]byte, 0, n+32+len(m.Type)+len(m.Payload)+len(m.UniqueKey)+len(m.GroupKey))
+	buf = append(append(buf, prefix...), m.ID...)
+	buf = encodeMessage(buf, m)
+	s := unsafe.String(unsafe.SliceData(buf), len(buf))
+	return s[n:], s[:n]
 }
 
 // enqueueResult maps the script's answer to an error: a new state, or 0

@@ -1,6 +1,8 @@
 package rdb
 
 import (
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -73,5 +75,46 @@ func TestDecodeLogEntry(t *testing.T) {
 		if _, err := decodeLogEntry("q", e); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// TestEventLogBoundedByPlainEnqueues: enqueue_plain.lua trims the log by
+// the first entry of each millisecond only (XTRIM MAXLEN ~), yet the log
+// of a queue that only ever gets single enqueues stays about the size
+// asked for: at most the size, one stream node (100 entries) and the
+// entries of one millisecond (one round trip each) more.
+func TestEventLogBoundedByPlainEnqueues(t *testing.T) {
+	const size, n = 100, 3000
+	b, err := Open(t.Context(), redistest.URL(t)+"?event_log=100", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	longest := 0
+	for i := range n {
+		mustEnqueue(t, b, msg("q", fmt.Sprint("t", i)), time.Time{})
+		if i%100 == 99 {
+			l, err := strconv.Atoi(redis(t, b, "XLEN", "htq:{q}:events")[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			longest = max(longest, l)
+		}
+	}
+	if longest > 3*size {
+		t.Errorf("the log held %d entries; want at most about %d", longest, 2*size)
+	}
+	last, err := b.ReadEvents(t.Context(), broker.ReadEventsParams{Cursors: map[string]string{"q": broker.CursorEnd}, Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := b.ReadEvents(t.Context(), broker.ReadEventsParams{Cursors: map[string]string{"q": broker.CursorStart}, Limit: 3 * size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(batch.Events) < size || batch.Events[len(batch.Events)-1].ID != last.Cursors["q"] ||
+		batch.Events[len(batch.Events)-1].TaskID != fmt.Sprint("t", n-1) || batch.Events[0].Kind != broker.LogEnqueued {
+		t.Errorf("read %d events, the last %+v (cursor at the end %q); want at least %d, the last the enqueue of t%d",
+			len(batch.Events), batch.Events[len(batch.Events)-1], last.Cursors["q"], size, n-1)
 	}
 }

@@ -30,13 +30,21 @@ func loadLaneScript(name string) *script { return newScript(name, "lib", "laneli
 
 // loadScriptAlone loads a script of lua/ without lib.lua, for the hottest
 // paths, where building the library's functions on each call would cost
-// more than the script's own work.
-func loadScriptAlone(name string) *script { return newScript(name) }
+// more than the script's own work. Its first line sets CHANNEL to
+// channelEvents, which such a script takes from there instead of from an
+// ARGV (an argument costs Redis more than a constant).
+func loadScriptAlone(name string) *script {
+	return newScriptAfter("local CHANNEL = '"+channelEvents+"'\n", name)
+}
 
 // newScript loads lua/<name>.lua with the libraries lua/<lib>.lua
 // prepended in the order given, each followed by a newline.
-func newScript(name string, libs ...string) *script {
+func newScript(name string, libs ...string) *script { return newScriptAfter("", name, libs...) }
+
+// newScriptAfter is newScript with the Lua source first put first.
+func newScriptAfter(first, name string, libs ...string) *script {
 	var src strings.Builder
+	src.WriteString(first)
 	for _, lib := range append(libs, name) {
 		b, err := luaFiles.ReadFile("lua/" + lib + ".lua")
 		if err != nil {
