@@ -27,7 +27,7 @@ const smallLog = 64 << 10
 // written (the copy waits for the checkpointer). The caller makes no
 // calls meanwhile. It returns how many log records the copy holds after
 // its checkpoint.
-func crashCopy(t *testing.T, b *Broker, dst string) uint64 {
+func crashCopy(t testing.TB, b *Broker, dst string) uint64 {
 	t.Helper()
 	if err := b.Sync(t.Context()); err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func crashCopy(t *testing.T, b *Broker, dst string) uint64 {
 }
 
 // copyDir copies the files of a crash copy.
-func copyDir(t *testing.T, src, dst string) {
+func copyDir(t testing.TB, src, dst string) {
 	t.Helper()
 	if err := os.RemoveAll(dst); err != nil {
 		t.Fatal(err)
@@ -207,9 +207,10 @@ func logDir(t *testing.T, n int) (string, []int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	salt := imgSession(t, img).salt
 	offs := []int{0}
 	for {
-		_, size, ok := walFrameAt(data, offs[len(offs)-1])
+		_, size, ok := walFrameAt(data, offs[len(offs)-1], salt)
 		if !ok {
 			break
 		}
@@ -219,6 +220,25 @@ func logDir(t *testing.T, n int) (string, []int) {
 		t.Fatalf("log file 0 holds %d records, want %d (one per enqueue)", len(offs)-1, n)
 	}
 	return img, offs
+}
+
+// imgSession returns the log session that the data file of the closed
+// directory dir names.
+func imgSession(t testing.TB, dir string) walSession {
+	t.Helper()
+	s, err := openBolt(filepath.Join(dir, DataFileName), true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	_, sess, _, err := s.checkpointSeq()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.salt == 0 {
+		t.Fatalf("%s names no log session", dir)
+	}
+	return sess
 }
 
 // openHas opens dir and reports which of t0…t(n-1) it holds, after an
@@ -338,8 +358,10 @@ func TestLogDamagedRecord(t *testing.T) {
 	}{
 		{"payload", offs[3] + walHeader + 10},
 		{"length", offs[3] + 1},
-		{"number", offs[3] + 9},
-		{"header checksum", offs[3] + 18},
+		{"salt", offs[3] + 6},
+		{"number", offs[3] + 15},
+		{"payload checksum", offs[3] + 21},
+		{"header checksum", offs[3] + 26},
 		{"first record", offs[0] + 30},
 	} {
 		copyDir(t, img, work)
