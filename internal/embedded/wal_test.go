@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -464,6 +465,156 @@ func TestSalvageReplaysLog(t *testing.T) {
 	for i, ok := range has {
 		if ok != (i < 5) {
 			t.Fatalf("salvaged copy: t%d kept = %v, want %v", i, ok, i < 5)
+		}
+	}
+}
+
+// frameAt builds a log frame of the session with salt: record seq holding
+// batch bt.
+func frameAt(salt, seq uint64, bt *batch) []byte {
+	f := appendBatch(make([]byte, walHeader), bt)
+	putFrameHeader(f, salt, seq)
+	return f
+}
+
+// frameOffsets returns where the records of the session with salt start
+// in data, from its start, and where the last ends.
+func frameOffsets(data []byte, salt uint64) []int {
+	offs := []int{0}
+	for {
+		_, size, ok := walFrameAt(data, offs[len(offs)-1], salt)
+		if !ok {
+			return offs
+		}
+		offs = append(offs, offs[len(offs)-1]+size)
+	}
+}
+
+// TestLogSessions writes a log file over an earlier session's records, as
+// a reopen after a crash does, and puts frames that must not count after
+// the live records: the earlier session's own (with the next record
+// number), one of an unknown session, and a task payload that is a whole
+// frame. Opens keep exactly the acknowledged enqueues: with the last
+// record cut at every offset, all but it; with a middle record damaged,
+// Open refuses with ErrCorrupt.
+func TestLogSessions(t *testing.T) {
+	const nA, nB = 20, 5
+	opts := Options{Logger: discardLogger(), walSize: smallLog}
+	enqueue := func(b *Broker, i int, payload []byte) {
+		t.Helper()
+		m := &base.TaskMessage{ID: fmt.Sprintf("t%d", i), Type: "x", Queue: "q", Payload: payload}
+		if err := b.Enqueue(t.Context(), broker.EnqueueParams{Msg: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := func(b *Broker) {
+		b.mu.Lock()
+		b.ckptHold = true
+		b.mu.Unlock()
+	}
+	// Session A: large records, crash.
+	a, err := Open(t.Context(), t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold(a)
+	for i := range nA {
+		enqueue(a, i, bytes.Repeat([]byte{byte(i + 1)}, 900))
+	}
+	imgA := filepath.Join(t.TempDir(), "a")
+	crashCopy(t, a, imgA)
+	_ = a.Close()
+	saltA := imgSession(t, imgA).salt
+	// Session B replays A and writes small records over the start of
+	// the same file; its last carries a forged frame as its payload.
+	b, err := Open(t.Context(), imgA, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold(b)
+	forgedKV := newBatch()
+	forgedKV.kv["forged"] = []byte("yes")
+	for i := nA; i < nA+nB-1; i++ {
+		enqueue(b, i, []byte("small"))
+	}
+	enqueue(b, nA+nB-1, frameAt(rand.Uint64()|1, 1<<40, forgedKV))
+	imgB := filepath.Join(t.TempDir(), "b")
+	crashCopy(t, b, imgB)
+	_ = b.Close()
+	saltB := imgSession(t, imgB).salt
+	if saltA == saltB {
+		t.Fatal("two sessions share a salt")
+	}
+	path := filepath.Join(imgB, WALFileNames[0])
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := frameOffsets(orig, saltB)
+	if len(offs) != nB+1 {
+		t.Fatalf("session B's file holds %d records, want %d", len(offs)-1, nB)
+	}
+	end := offs[nB]
+	if bytes.Equal(orig[end:end+64], make([]byte, 64)) {
+		t.Fatalf("zeros follow session B's records at %d, not session A's", end)
+	}
+	// After the live records: session A's salt with the next number, then
+	// an unknown session's, then A's again.
+	stale := slices.Concat(frameAt(saltA, nA+nB+1, forgedKV), frameAt(rand.Uint64()|1, nA+nB+1, forgedKV), frameAt(saltA, nA+nB+2, forgedKV))
+	work := filepath.Join(t.TempDir(), "work")
+	check := func(data []byte, keepLast bool, what string) {
+		t.Helper()
+		copyDir(t, imgB, work)
+		if err := os.WriteFile(filepath.Join(work, WALFileNames[0]), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Open(t.Context(), work, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer func() { _ = c.Close() }()
+		if err := c.CheckInvariants(t.Context()); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		for i := range nA + nB {
+			_, err := c.GetTaskInfo(t.Context(), "q", fmt.Sprintf("t%d", i))
+			if want := i < nA+nB-1 || keepLast; (err == nil) != want {
+				t.Fatalf("%s: t%d kept = %v, want %v", what, i, err == nil, want)
+			}
+		}
+		c.mu.Lock()
+		_, forged := c.kv["forged"]
+		c.mu.Unlock()
+		if forged {
+			t.Fatalf("%s: a frame that is not a record of the session was replayed", what)
+		}
+	}
+	withStale := bytes.Clone(orig)
+	copy(withStale[end:], stale)
+	check(withStale, true, "stale frames after the live records")
+	// The last record cut at every offset, the rest as it was: the stale
+	// frames, the forged payload's frame, session A's records.
+	for cut := offs[nB-1]; cut < end; cut++ {
+		data := bytes.Clone(withStale)
+		copy(data[cut:], stale)
+		// Bytes that were the same already leave the record whole.
+		whole := bytes.Equal(data[offs[nB-1]:end], orig[offs[nB-1]:end])
+		check(data, whole, fmt.Sprintf("last record cut at %d of [%d, %d)", cut, offs[nB-1], end))
+	}
+	// A middle record damaged: the records after it are the session's.
+	for _, off := range []int{offs[2] + 3, offs[2] + 10, offs[2] + walHeader + 2} {
+		data := bytes.Clone(withStale)
+		data[off] ^= 0x20
+		copyDir(t, imgB, work)
+		if err := os.WriteFile(filepath.Join(work, WALFileNames[0]), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Open(t.Context(), work, opts)
+		if err == nil {
+			_ = c.Close()
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("record 3 damaged at %d: got %v, want ErrCorrupt", off, err)
 		}
 	}
 }
