@@ -102,6 +102,8 @@ type Broker struct {
 	ckptStopped chan struct{}
 	ckptHold    bool // tests: send the checkpointer nothing
 	spares      []*batch
+	// afterCkpt is Options.afterCheckpoint.
+	afterCkpt func()
 
 	// commits and commitTime count the committer's log appends and the
 	// time they took (guarded by mu), for CommitStats.
@@ -152,7 +154,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
 	start := time.Now()
 	file := filepath.Join(dir, DataFileName)
 	b := newBroker(opts)
-	b.dir, b.lock = dir, lock
+	b.dir, b.lock, b.afterCkpt = dir, lock, opts.afterCheckpoint
 	// Read an existing file read-only first: every damaged page shows up
 	// here as an error naming the file (see openBolt). The log's records
 	// after its checkpoint are read with it, and memory is loaded once,
@@ -538,7 +540,7 @@ func (b *Broker) commitLoop() {
 		b.commits++
 		b.commitTime += took
 		if err != nil {
-			err = fmt.Errorf("htq: writing %s: %w", b.store.file, err)
+			err = fmt.Errorf("htq: committing to %s: %w", b.dir, err)
 			b.writeFailed(err)
 		} else {
 			b.durableSeq = max(b.durableSeq, b.inflightSeq)

@@ -33,6 +33,9 @@ func (b *Broker) checkpointLoop() {
 	defer close(b.ckptStopped)
 	for job := range b.ckptJobs {
 		job.err = b.store.checkpoint(job.batches, job.seq, nil)
+		if job.err == nil && b.afterCkpt != nil {
+			b.afterCkpt()
+		}
 		b.ckptDone <- job
 		// Wake the committer from another goroutine: the committer (or
 		// CheckInvariants) may hold b.mu while it waits for the answer

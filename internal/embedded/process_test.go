@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,8 +28,9 @@ import (
 // (TestMain runs childMain when childEnv is set), so that a second process
 // can hold the lock or be killed with SIGKILL mid-write.
 const (
-	childEnv    = "HTQ_EMBEDDED_CHILD" // "hold" or "enqueue"
+	childEnv    = "HTQ_EMBEDDED_CHILD" // "hold", "enqueue", "fill", "ckptkill", "prealloc" or "tmpfs"
 	childDirEnv = "HTQ_EMBEDDED_DIR"
+	childArgEnv = "HTQ_EMBEDDED_ARG" // ckptkill: the checkpoint to die at; tmpfs: the mount point
 )
 
 // childMain is the child process. "hold" opens the directory, says "ready"
@@ -38,7 +40,26 @@ const (
 func childMain() int {
 	dir := os.Getenv(childDirEnv)
 	ctx := context.Background()
-	b, err := Open(ctx, dir, Options{Logger: discardLogger()})
+	opts := Options{Logger: discardLogger()}
+	switch os.Getenv(childEnv) {
+	case "prealloc":
+		return childPrealloc(ctx, dir)
+	case "tmpfs":
+		return childTmpfs(ctx, dir, os.Getenv(childArgEnv))
+	case "ckptkill":
+		// Die by SIGKILL right after the k-th checkpoint's commit, before
+		// the committer hears of it or moves the log to its other file.
+		k, _ := strconv.Atoi(os.Getenv(childArgEnv))
+		n := 0
+		opts.walSize = smallLog // the log switches files often
+		opts.afterCheckpoint = func() {
+			if n++; n == k {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+		}
+	}
+	b, err := Open(ctx, dir, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -74,7 +95,7 @@ func childMain() int {
 			}
 			fmt.Println("ack " + id)
 		}
-	case "enqueue":
+	case "enqueue", "ckptkill":
 		var mu sync.Mutex
 		say := func(s string) {
 			mu.Lock()
@@ -360,4 +381,121 @@ func TestReadOnlyDataFile(t *testing.T) {
 		t.Fatalf("error %q does not name %s", err, file)
 	}
 	t.Logf("error: %v", err)
+}
+
+// childPrealloc opens dir with a file-size limit of 1 MiB, below the
+// size the log files are preallocated to, and prints how it failed:
+// "error <errors.Is EFBIG> <message>", or "opened".
+func childPrealloc(ctx context.Context, dir string) int {
+	signal.Ignore(syscall.SIGXFSZ)
+	lim := syscall.Rlimit{Cur: 1 << 20, Max: 1 << 20}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 4
+	}
+	b, err := Open(ctx, dir, Options{Logger: discardLogger()})
+	if err == nil {
+		_ = b.Close()
+		fmt.Println("opened")
+		return 0
+	}
+	fmt.Printf("error %v %v\n", errors.Is(err, syscall.EFBIG), err)
+	return 0
+}
+
+// TestLogPreallocFails: when the log files cannot be preallocated (here a
+// file-size limit on the child process), Open fails with the system's
+// error, usable with errors.Is; once there is room, the directory opens
+// and works.
+func TestLogPreallocFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=prealloc", childDirEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	line := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(line, "error true ") || !strings.Contains(line, "preallocating log") {
+		t.Fatalf("Open under a 1 MiB file-size limit: %q; want an error wrapping EFBIG that names the log's preallocation", line)
+	}
+	t.Logf("child: %s", line)
+	b, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
+	if err != nil {
+		t.Fatalf("Open once there is room: %v", err)
+	}
+	if err := b.Enqueue(t.Context(), broker.EnqueueParams{Msg: &base.TaskMessage{ID: "a", Type: "x", Queue: "q"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range WALFileNames {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || fi.Size() < walPrealloc {
+			t.Fatalf("%s after the reopen: %v, %v bytes; want %d", name, err, fi, walPrealloc)
+		}
+	}
+}
+
+// TestKill9AtCheckpoint kills a process (SIGKILL, from inside, so that
+// the moment is exact) right after a checkpoint's commit to the data file
+// and before the committer hears of it and moves the log to its other
+// file, with 16 goroutines enqueueing and a worker completing meanwhile.
+// Every acknowledged task is there after the reopen, the file is whole,
+// and the next crash round starts from that state.
+func TestKill9AtCheckpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	dir := t.TempDir()
+	for round := range 4 {
+		k := 2 + rand.IntN(30)
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=ckptkill", childDirEnv+"="+dir, childArgEnv+"="+strconv.Itoa(k))
+		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var acked []string
+		r := bufio.NewReader(stdout)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				break // a partial last line was never a whole ack
+			}
+			if id, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "ack "); ok {
+				acked = append(acked, id)
+			}
+		}
+		err = cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("round %d: the child did not die by SIGKILL at checkpoint %d: %v", round, k, err)
+		}
+		b, err := Open(t.Context(), dir, Options{Logger: discardLogger(), walSize: smallLog})
+		if err != nil {
+			t.Fatalf("round %d: reopen after SIGKILL at checkpoint %d: %v", round, k, err)
+		}
+		if err := b.CheckInvariants(t.Context()); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for _, id := range acked {
+			if _, err := b.GetTaskInfo(t.Context(), "crash", id); err != nil {
+				t.Fatalf("round %d: acknowledged task %s: %v", round, id, err)
+			}
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: killed after checkpoint %d, %d acknowledged enqueues, all present", round, k, len(acked))
+	}
 }

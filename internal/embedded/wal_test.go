@@ -618,3 +618,59 @@ func TestLogSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestLogFileRemovedOrCut: after a crash, a log file deleted or cut short
+// by hand (it may have held acknowledged records) makes Open refuse with
+// ErrCorrupt naming it, and the refused Open changes nothing: with the
+// file put back, every task is there. After a clean Close the log holds
+// nothing the data file lacks, and deleting it loses nothing.
+func TestLogFileRemovedOrCut(t *testing.T) {
+	const n = 6
+	img, offs := logDir(t, n)
+	work := filepath.Join(t.TempDir(), "work")
+	for _, c := range []struct {
+		what string
+		name string
+		harm func(path string) error
+	}{
+		{"file 0 deleted", WALFileNames[0], os.Remove},
+		{"file 1 deleted", WALFileNames[1], os.Remove},
+		{"file 0 emptied", WALFileNames[0], func(p string) error { return os.Truncate(p, 0) }},
+		{"file 0 cut after record 3", WALFileNames[0], func(p string) error { return os.Truncate(p, int64(offs[3])) }},
+		{"file 1 cut", WALFileNames[1], func(p string) error { return os.Truncate(p, smallLog/2) }},
+	} {
+		copyDir(t, img, work)
+		path := filepath.Join(work, c.name)
+		if err := c.harm(path); err != nil {
+			t.Fatal(err)
+		}
+		_, err := openHas(t, work, n)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("%s: got %v, want ErrCorrupt naming %s", c.what, err, path)
+		}
+		data, err := os.ReadFile(filepath.Join(img, c.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		has, err := openHas(t, work, n)
+		if err != nil {
+			t.Fatalf("%s, then put back: %v", c.what, err)
+		}
+		if slices.Contains(has, false) {
+			t.Fatalf("%s, then put back: kept %v", c.what, has)
+		}
+	}
+	// work was opened and closed cleanly: its log may go.
+	for _, name := range WALFileNames {
+		if err := os.Remove(filepath.Join(work, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	has, err := openHas(t, work, n)
+	if err != nil || slices.Contains(has, false) {
+		t.Fatalf("log deleted after a clean close: %v, kept %v", err, has)
+	}
+}
