@@ -2,8 +2,10 @@ package embedded
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
@@ -672,5 +675,72 @@ func TestLogFileRemovedOrCut(t *testing.T) {
 	has, err := openHas(t, work, n)
 	if err != nil || slices.Contains(has, false) {
 		t.Fatalf("log deleted after a clean close: %v, kept %v", err, has)
+	}
+}
+
+// TestLogLegacyFormat: a data file from the log's first format (a
+// checkpoint but no session record) opens when its log holds nothing
+// after the checkpoint, and is refused with ErrCorrupt when it does: this
+// build cannot replay those records.
+func TestLogLegacyFormat(t *testing.T) {
+	dir := t.TempDir()
+	fillDir(t, dir, 3)
+	s, err := openBolt(filepath.Join(dir, DataFileName), false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ckpt uint64
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		ckpt = binary.BigEndian.Uint64(meta.Get(keyCheckpoint))
+		return meta.Delete(keyWAL)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.close()
+	legacy := func(seq uint64) []byte {
+		payload := appendBatch(nil, &batch{kv: map[string][]byte{"k": []byte("v")}})
+		h := make([]byte, 20)
+		binary.BigEndian.PutUint32(h[0:4], uint32(len(payload)))
+		binary.BigEndian.PutUint64(h[4:12], seq)
+		binary.BigEndian.PutUint32(h[12:16], crc32.Checksum(payload, crc32c))
+		binary.BigEndian.PutUint32(h[16:20], crc32.Checksum(h[:16], crc32c))
+		return append(h, payload...)
+	}
+	path := filepath.Join(dir, WALFileNames[0])
+	data := make([]byte, smallLog)
+	copy(data, slices.Concat(legacy(ckpt-1), legacy(ckpt)))
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(t.Context(), dir, Options{Logger: discardLogger(), walSize: smallLog})
+	if err != nil {
+		t.Fatalf("legacy log holding nothing after the checkpoint: %v", err)
+	}
+	if _, err := b.GetTaskInfo(t.Context(), "q", "t000002"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// That open and Close wrote a session record; take it away again.
+	s, err = openBolt(filepath.Join(dir, DataFileName), false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		ckpt = binary.BigEndian.Uint64(meta.Get(keyCheckpoint))
+		return meta.Delete(keyWAL)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.close()
+	copy(data, slices.Concat(legacy(ckpt), legacy(ckpt+1)))
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openHas(t, dir, 3); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("legacy log holding records after the checkpoint: got %v, want ErrCorrupt naming %s", err, path)
 	}
 }
