@@ -347,19 +347,29 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("want some acknowledged enqueues then an error; got %d and %q", len(acked), failure)
 	}
 	t.Logf("%d enqueues acknowledged, then: %s", len(acked), failure)
-	b, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
-	if err != nil {
+	if err := holdsAcked(t, dir, "fill", acked, Options{Logger: discardLogger()}); err != nil {
 		t.Fatalf("reopen after the disk filled up: %v", err)
+	}
+}
+
+// holdsAcked opens dir and checks its invariants and that it holds every
+// task of queue named in acked.
+func holdsAcked(t *testing.T, dir, queue string, acked []string, opts Options) error {
+	t.Helper()
+	b, err := Open(t.Context(), dir, opts)
+	if err != nil {
+		return err
 	}
 	defer b.Close()
 	if err := b.CheckInvariants(t.Context()); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for _, id := range acked {
-		if _, err := b.GetTaskInfo(t.Context(), "fill", id); err != nil {
-			t.Fatalf("acknowledged task %s: %v", id, err)
+		if _, err := b.GetTaskInfo(t.Context(), queue, id); err != nil {
+			return fmt.Errorf("acknowledged task %s: %w", id, err)
 		}
 	}
+	return nil
 }
 
 // TestReadOnlyDataFile: a data file that cannot be written (here made
@@ -481,20 +491,8 @@ func TestKill9AtCheckpoint(t *testing.T) {
 		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("round %d: the child did not die by SIGKILL at checkpoint %d: %v", round, k, err)
 		}
-		b, err := Open(t.Context(), dir, Options{Logger: discardLogger(), walSize: smallLog})
-		if err != nil {
+		if err := holdsAcked(t, dir, "crash", acked, Options{Logger: discardLogger(), walSize: smallLog}); err != nil {
 			t.Fatalf("round %d: reopen after SIGKILL at checkpoint %d: %v", round, k, err)
-		}
-		if err := b.CheckInvariants(t.Context()); err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
-		for _, id := range acked {
-			if _, err := b.GetTaskInfo(t.Context(), "crash", id); err != nil {
-				t.Fatalf("round %d: acknowledged task %s: %v", round, id, err)
-			}
-		}
-		if err := b.Close(); err != nil {
-			t.Fatal(err)
 		}
 		t.Logf("round %d: killed after checkpoint %d, %d acknowledged enqueues, all present", round, k, len(acked))
 	}

@@ -685,19 +685,26 @@ func TestLogFileRemovedOrCut(t *testing.T) {
 func TestLogLegacyFormat(t *testing.T) {
 	dir := t.TempDir()
 	fillDir(t, dir, 3)
-	s, err := openBolt(filepath.Join(dir, DataFileName), false, 0)
-	if err != nil {
-		t.Fatal(err)
+	// dropSession takes the session record away, as the first format
+	// left the file, and returns the checkpoint.
+	dropSession := func() uint64 {
+		t.Helper()
+		s, err := openBolt(filepath.Join(dir, DataFileName), false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.close()
+		var ckpt uint64
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			ckpt = binary.BigEndian.Uint64(meta.Get(keyCheckpoint))
+			return meta.Delete(keyWAL)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ckpt
 	}
-	var ckpt uint64
-	if err := s.db.Update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		ckpt = binary.BigEndian.Uint64(meta.Get(keyCheckpoint))
-		return meta.Delete(keyWAL)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	_ = s.close()
+	ckpt := dropSession()
 	legacy := func(seq uint64) []byte {
 		payload := appendBatch(nil, &batch{kv: map[string][]byte{"k": []byte("v")}})
 		h := make([]byte, 20)
@@ -724,18 +731,7 @@ func TestLogLegacyFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	// That open and Close wrote a session record; take it away again.
-	s, err = openBolt(filepath.Join(dir, DataFileName), false, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.db.Update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		ckpt = binary.BigEndian.Uint64(meta.Get(keyCheckpoint))
-		return meta.Delete(keyWAL)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	_ = s.close()
+	ckpt = dropSession()
 	copy(data, slices.Concat(legacy(ckpt), legacy(ckpt+1)))
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
