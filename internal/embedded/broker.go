@@ -220,7 +220,7 @@ func readLog(dir string, s *boltStore) (ckpt uint64, recs []walRecord, batches [
 		return 0, nil, nil, err
 	}
 	if legacy {
-		return 0, nil, nil, checkLegacyWAL(dir, ckpt)
+		return ckpt, nil, nil, checkLegacyWAL(dir, ckpt)
 	}
 	recs, err = readWAL(dir, sess, ckpt)
 	if err != nil {
