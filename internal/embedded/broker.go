@@ -127,7 +127,11 @@ func (b *Broker) CommitStats() (commits int64, total time.Duration) {
 // the PID holding it. The tasks are read from dir/htq.db; tasks found active
 // are orphans of a process that died, so their leases are expired at once
 // and the Recoverer retries or archives them on its first pass. A file that
-// cannot be read fails with an error wrapping ErrCorrupt that names it.
+// cannot be read fails with an error wrapping ErrCorrupt that names it, and
+// so does a write-ahead log that cannot give back every record the last
+// process wrote after its checkpoint (a damaged record that others follow,
+// a log file deleted or cut short after a crash): Open refuses before
+// writing anything rather than open without acknowledged changes.
 //
 // Every task is held in memory (about 570 bytes of Go heap for a task with
 // a 100-byte payload). While Open reads a file of 64 MiB or more, the
