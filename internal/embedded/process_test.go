@@ -36,7 +36,9 @@ const (
 // childMain is the child process. "hold" opens the directory, says "ready"
 // and keeps it open until stdin closes. "enqueue" opens it and enqueues from
 // 16 goroutines while a worker fetches and completes, printing "ack ID" on
-// stdout after each Enqueue that returned nil, until it is killed.
+// stdout after each Enqueue that returned nil and "done ID" after each
+// completion that returned nil, until it is killed; "ckptkill" does the
+// same and kills itself right after a checkpoint.
 func childMain() int {
 	dir := os.Getenv(childDirEnv)
 	ctx := context.Background()
@@ -114,7 +116,11 @@ func childMain() int {
 				for i, l := range ls {
 					refs[i] = l.Ref()
 				}
-				b.Complete(ctx, refs)
+				for i, err := range b.Complete(ctx, refs) {
+					if err == nil {
+						say("done " + ls[i].Msg.ID)
+					}
+				}
 			}
 		}()
 		pid := os.Getpid()
@@ -456,8 +462,9 @@ func TestLogPreallocFails(t *testing.T) {
 // the moment is exact) right after a checkpoint's commit to the data file
 // and before the committer hears of it and moves the log to its other
 // file, with 16 goroutines enqueueing and a worker completing meanwhile.
-// Every acknowledged task is there after the reopen, the file is whole,
-// and the next crash round starts from that state.
+// Every acknowledged task is there after the reopen, every acknowledged
+// completion too (such a task is not handed out again), the file is
+// whole, and the next crash round starts from that state.
 func TestKill9AtCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
@@ -475,15 +482,18 @@ func TestKill9AtCheckpoint(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		var acked []string
+		var acked, done []string
 		r := bufio.NewReader(stdout)
 		for {
 			line, err := r.ReadString('\n')
 			if err != nil {
 				break // a partial last line was never a whole ack
 			}
-			if id, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "ack "); ok {
+			line = strings.TrimSuffix(line, "\n")
+			if id, ok := strings.CutPrefix(line, "ack "); ok {
 				acked = append(acked, id)
+			} else if id, ok := strings.CutPrefix(line, "done "); ok {
+				done = append(done, id)
 			}
 		}
 		err = cmd.Wait()
@@ -494,6 +504,22 @@ func TestKill9AtCheckpoint(t *testing.T) {
 		if err := holdsAcked(t, dir, "crash", acked, Options{Logger: discardLogger(), walSize: smallLog}); err != nil {
 			t.Fatalf("round %d: reopen after SIGKILL at checkpoint %d: %v", round, k, err)
 		}
-		t.Logf("round %d: killed after checkpoint %d, %d acknowledged enqueues, all present", round, k, len(acked))
+		// A completion that was acknowledged is not undone: the task is
+		// not handed out again.
+		b, err := Open(t.Context(), dir, Options{Logger: discardLogger(), walSize: smallLog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range done {
+			info, err := b.GetTaskInfo(t.Context(), "crash", id)
+			if err != nil || info.State != base.StateCompleted {
+				_ = b.Close()
+				t.Fatalf("round %d: task %s, whose completion was acknowledged: %+v, %v; want completed", round, id, info, err)
+			}
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: killed after checkpoint %d, %d acknowledged enqueues, all present; %d acknowledged completions, all completed", round, k, len(acked), len(done))
 	}
 }
