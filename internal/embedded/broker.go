@@ -102,6 +102,8 @@ type Broker struct {
 	ckptStopped chan struct{}
 	ckptHold    bool // tests: send the checkpointer nothing
 	spares      []*batch
+	// afterCkpt is Options.afterCheckpoint.
+	afterCkpt func()
 
 	// commits and commitTime count the committer's log appends and the
 	// time they took (guarded by mu), for CommitStats.
@@ -125,7 +127,11 @@ func (b *Broker) CommitStats() (commits int64, total time.Duration) {
 // the PID holding it. The tasks are read from dir/htq.db; tasks found active
 // are orphans of a process that died, so their leases are expired at once
 // and the Recoverer retries or archives them on its first pass. A file that
-// cannot be read fails with an error wrapping ErrCorrupt that names it.
+// cannot be read fails with an error wrapping ErrCorrupt that names it, and
+// so does a write-ahead log that cannot give back every record the last
+// process wrote after its checkpoint (a damaged record that others follow,
+// a log file deleted or cut short after a crash): Open refuses before
+// writing anything rather than open without acknowledged changes.
 //
 // Every task is held in memory (about 570 bytes of Go heap for a task with
 // a 100-byte payload). While Open reads a file of 64 MiB or more, the
@@ -152,22 +158,24 @@ func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
 	start := time.Now()
 	file := filepath.Join(dir, DataFileName)
 	b := newBroker(opts)
-	b.dir, b.lock = dir, lock
+	b.dir, b.lock, b.afterCkpt = dir, lock, opts.afterCheckpoint
 	// Read an existing file read-only first: every damaged page shows up
-	// here as an error naming the file (see openBolt).
+	// here as an error naming the file (see openBolt). The log's records
+	// after its checkpoint are read with it, and memory is loaded once,
+	// from both.
 	var ckpt uint64
-	var size int64
+	var replay []walRecord
+	var batches []*batch
 	if fi, err := os.Stat(file); err == nil && fi.Size() > 0 {
-		size = fi.Size()
 		ro, err := openBolt(file, true, opts.LockTimeout)
 		if err != nil {
 			_ = lock.release()
 			return nil, err
 		}
 		b.store = ro
-		err = loadPausingGC(b, size)
+		ckpt, replay, batches, err = readLog(dir, ro)
 		if err == nil {
-			ckpt, err = ro.checkpointSeq()
+			err = loadPausingGC(b, fi.Size(), batches)
 		}
 		_ = ro.close()
 		if err != nil {
@@ -194,12 +202,12 @@ func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
 		}
 	}
 	b.store = store
-	replayed, err := b.replay(dir, ckpt, size, opts.walSize)
-	if err != nil {
+	if err := b.startLog(dir, ckpt+uint64(len(replay)), batches, opts.walSize); err != nil {
 		_ = store.close()
 		_ = lock.release()
 		return nil, err
 	}
+	replayed := len(replay)
 	b.commitFn = b.wal.append
 	n, orphans := b.expireOrphans()
 	b.log.Info("htq: opened data directory", "dir", dir, "tasks", n, "orphaned_active", orphans, "log_records_replayed", replayed, "took", time.Since(start).Round(time.Millisecond))
@@ -208,38 +216,47 @@ func Open(ctx context.Context, dir string, opts Options) (*Broker, error) {
 	return b, nil
 }
 
-// replay opens the write-ahead log of dir and writes the batches it holds
-// after record ckpt (the file's checkpoint) into the file as one
-// checkpoint, then reloads memory from the file when there were any. It
-// returns how many records it replayed. Afterwards both log files are
-// free: the next record goes to the start of the first.
-func (b *Broker) replay(dir string, ckpt uint64, size, walSize int64) (int, error) {
-	w, recs, err := openWAL(dir, ckpt, walSize)
+// readLog reads the checkpoint of the data file s and the log records of
+// dir that follow it, decoded.
+func readLog(dir string, s *boltStore) (ckpt uint64, recs []walRecord, batches []*batch, err error) {
+	ckpt, sess, legacy, err := s.checkpointSeq()
 	if err != nil {
-		return 0, err
+		return 0, nil, nil, err
 	}
-	if len(recs) > 0 {
-		bs := make([]*batch, len(recs))
-		for i, r := range recs {
-			if bs[i], err = decodeBatch(r.payload); err != nil {
-				_ = w.close()
-				return 0, fmt.Errorf("%w: %s: log record %d: %v", ErrCorrupt, filepath.Join(dir, WALFileNames[0]), r.seq, err)
-			}
-		}
-		if err := b.store.checkpoint(bs, w.seq); err != nil {
-			_ = w.close()
-			return 0, fmt.Errorf("htq: writing the log's records into %s: %w", b.store.file, err)
-		}
-		b.buf = newBatch()
-		if err := loadPausingGC(b, size); err != nil {
-			_ = w.close()
-			return 0, err
+	if legacy {
+		return ckpt, nil, nil, checkLegacyWAL(dir, ckpt)
+	}
+	recs, err = readWAL(dir, sess, ckpt)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	batches = make([]*batch, len(recs))
+	for i, r := range recs {
+		if batches[i], err = decodeBatch(r.payload); err != nil {
+			return 0, nil, nil, fmt.Errorf("%w: %s: log record %d: %v", ErrCorrupt, filepath.Join(dir, WALFileNames[0]), r.seq, err)
 		}
 	}
-	w.cur, w.off, w.top = 0, 0, [2]uint64{}
-	b.wal, b.ckptSeq = w, w.seq
+	return ckpt, recs, batches, nil
+}
+
+// startLog opens the log files of dir and begins a new log session: the
+// replayed batches (up to record seq) go into the file as one checkpoint,
+// in the transaction that records the session's salt, before the session
+// writes anything. Both log files are then free: the next record goes to
+// the start of the first.
+func (b *Broker) startLog(dir string, seq uint64, replayed []*batch, walSize int64) error {
+	salt := newSalt()
+	w, err := openWAL(dir, salt, seq, walSize)
+	if err != nil {
+		return err
+	}
+	if err := b.store.checkpoint(replayed, seq, &walSession{salt: salt, size: walSize}); err != nil {
+		_ = w.close()
+		return fmt.Errorf("htq: starting the log of %s: %w", b.store.file, err)
+	}
+	b.wal, b.ckptSeq = w, seq
 	b.ckptJobs, b.ckptDone, b.ckptStopped = make(chan ckptJob, 1), make(chan ckptJob, 1), make(chan struct{})
-	return len(recs), nil
+	return nil
 }
 
 // OpenMemory returns a Broker that keeps everything in memory and loses it at
@@ -277,12 +294,14 @@ func newBroker(opts Options) *Broker {
 // Dir returns the data directory, or "" for an in-memory Broker.
 func (b *Broker) Dir() string { return b.dir }
 
-// load rebuilds every in-memory index from the file. The caller holds b.mu
-// or has the Broker to itself.
-func (b *Broker) load() error {
+// load rebuilds every in-memory index from the file and, on top of it, the
+// logged batches (in order) that the file does not hold yet. The caller
+// holds b.mu or has the Broker to itself.
+func (b *Broker) load(logged []*batch) error {
 	var all []*task
 	meta, err := b.store.load(func(seqs []uint64, recs [][]byte) error {
 		var err error
+		seqs, recs = overlayTasks(seqs, recs, logged)
 		all, err = decodeAll(seqs, recs)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrCorrupt, b.store.file, err)
@@ -291,6 +310,9 @@ func (b *Broker) load() error {
 	})
 	if err != nil {
 		return err
+	}
+	for _, bt := range logged {
+		meta.apply(bt)
 	}
 	// Size every map once: growing maps of a million entries is most of
 	// the cost of a reopen otherwise.
@@ -409,11 +431,11 @@ const bigFile = 64 << 20
 // off meanwhile: everything the load allocates stays live, so collecting
 // during it only repeats work (it more than doubled the reopen time of a
 // million tasks). The previous setting is restored when the load ends.
-func loadPausingGC(b *Broker, size int64) error {
+func loadPausingGC(b *Broker, size int64, logged []*batch) error {
 	if size >= bigFile {
 		defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	}
-	return b.load()
+	return b.load(logged)
 }
 
 // decodeAll decodes records on every CPU: decoding is most of a reopen.
@@ -522,7 +544,7 @@ func (b *Broker) commitLoop() {
 		b.commits++
 		b.commitTime += took
 		if err != nil {
-			err = fmt.Errorf("htq: writing %s: %w", b.store.file, err)
+			err = fmt.Errorf("htq: committing to %s: %w", b.dir, err)
 			b.writeFailed(err)
 		} else {
 			b.durableSeq = max(b.durableSeq, b.inflightSeq)
@@ -589,7 +611,7 @@ func (b *Broker) writeFailed(err error) {
 	// batch the log does.
 	lerr := b.checkpointLocked()
 	if lerr == nil {
-		lerr = b.load()
+		lerr = b.load(nil)
 	}
 	if lerr != nil {
 		b.broken = fmt.Errorf("htq: state could not be reloaded after a failed write (%v): %w", err, lerr)

@@ -32,7 +32,10 @@ type ckptJob struct {
 func (b *Broker) checkpointLoop() {
 	defer close(b.ckptStopped)
 	for job := range b.ckptJobs {
-		job.err = b.store.checkpoint(job.batches, job.seq)
+		job.err = b.store.checkpoint(job.batches, job.seq, nil)
+		if job.err == nil && b.afterCkpt != nil {
+			b.afterCkpt()
+		}
 		b.ckptDone <- job
 		// Wake the committer from another goroutine: the committer (or
 		// CheckInvariants) may hold b.mu while it waits for the answer
@@ -118,29 +121,32 @@ func (b *Broker) checkpointLocked() error {
 	if len(b.ckptQ) == 0 {
 		return nil
 	}
-	if err := b.store.checkpoint(b.ckptQ, b.wal.seq); err != nil {
+	if err := b.store.checkpoint(b.ckptQ, b.wal.seq, nil); err != nil {
 		return fmt.Errorf("htq: checkpoint into %s: %w", b.store.file, err)
 	}
 	b.ckptQ, b.ckptSeq = nil, b.wal.seq
 	return nil
 }
 
-// closeCheckpoints ends the checkpointer and writes what it had not, so
-// that the next Open has no log to replay. A failure is logged: the log
-// still holds the changes. The committer calls it as it stops, holding
-// b.mu.
+// closeCheckpoints ends the checkpointer and writes what it had not, with
+// the record of a clean close (log session salt 0), so that the next Open
+// has no log to read. A failure is logged: the log still holds the
+// changes, and the data file still names its session. The committer calls
+// it as it stops, holding b.mu.
 func (b *Broker) closeCheckpoints() {
 	if b.wal == nil {
 		return
 	}
+	b.collectCheckpoint(true)
 	var err error
 	if b.broken == nil {
-		err = b.checkpointLocked()
-	} else {
-		b.collectCheckpoint(true)
+		err = b.store.checkpoint(b.ckptQ, b.wal.seq, &walSession{})
+		if err == nil {
+			b.ckptQ, b.ckptSeq = nil, b.wal.seq
+		}
 	}
 	close(b.ckptJobs)
 	if err != nil {
-		b.log.Warn("htq: final checkpoint failed; the next open replays the log", "err", err)
+		b.log.Warn("htq: final checkpoint failed; the next open replays the log", "err", fmt.Errorf("htq: checkpoint into %s: %w", b.store.file, err))
 	}
 }

@@ -28,6 +28,10 @@ type Options struct {
 	// walSize is the size the log files are preallocated to; 0 means
 	// walPrealloc (tests make it small).
 	walSize int64
+	// afterCheckpoint, when set, is called by the checkpointer after each
+	// checkpoint is committed to the data file and before the committer
+	// hears of it (tests kill the process there).
+	afterCheckpoint func()
 }
 
 func (o Options) withDefaults() Options {

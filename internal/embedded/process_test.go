@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,18 +28,40 @@ import (
 // (TestMain runs childMain when childEnv is set), so that a second process
 // can hold the lock or be killed with SIGKILL mid-write.
 const (
-	childEnv    = "HTQ_EMBEDDED_CHILD" // "hold" or "enqueue"
+	childEnv    = "HTQ_EMBEDDED_CHILD" // "hold", "enqueue", "fill", "ckptkill", "prealloc" or "tmpfs"
 	childDirEnv = "HTQ_EMBEDDED_DIR"
+	childArgEnv = "HTQ_EMBEDDED_ARG" // ckptkill: the checkpoint to die at; tmpfs: the mount point
 )
 
 // childMain is the child process. "hold" opens the directory, says "ready"
 // and keeps it open until stdin closes. "enqueue" opens it and enqueues from
 // 16 goroutines while a worker fetches and completes, printing "ack ID" on
-// stdout after each Enqueue that returned nil, until it is killed.
+// stdout after each Enqueue that returned nil and "done ID" after each
+// completion that returned nil, until it is killed; "ckptkill" does the
+// same and kills itself right after a checkpoint.
 func childMain() int {
 	dir := os.Getenv(childDirEnv)
 	ctx := context.Background()
-	b, err := Open(ctx, dir, Options{Logger: discardLogger()})
+	opts := Options{Logger: discardLogger()}
+	switch os.Getenv(childEnv) {
+	case "prealloc":
+		return childPrealloc(ctx, dir)
+	case "tmpfs":
+		return childTmpfs(ctx, dir, os.Getenv(childArgEnv))
+	case "ckptkill":
+		// Die by SIGKILL right after the k-th checkpoint's commit, before
+		// the committer hears of it or moves the log to its other file.
+		k, _ := strconv.Atoi(os.Getenv(childArgEnv))
+		n := 0
+		opts.walSize = smallLog // the log switches files often
+		opts.afterCheckpoint = func() {
+			if n++; n == k {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+		}
+	}
+	b, err := Open(ctx, dir, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -74,7 +97,7 @@ func childMain() int {
 			}
 			fmt.Println("ack " + id)
 		}
-	case "enqueue":
+	case "enqueue", "ckptkill":
 		var mu sync.Mutex
 		say := func(s string) {
 			mu.Lock()
@@ -93,7 +116,11 @@ func childMain() int {
 				for i, l := range ls {
 					refs[i] = l.Ref()
 				}
-				b.Complete(ctx, refs)
+				for i, err := range b.Complete(ctx, refs) {
+					if err == nil {
+						say("done " + ls[i].Msg.ID)
+					}
+				}
 			}
 		}()
 		pid := os.Getpid()
@@ -326,19 +353,29 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("want some acknowledged enqueues then an error; got %d and %q", len(acked), failure)
 	}
 	t.Logf("%d enqueues acknowledged, then: %s", len(acked), failure)
-	b, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
-	if err != nil {
+	if err := holdsAcked(t, dir, "fill", acked, Options{Logger: discardLogger()}); err != nil {
 		t.Fatalf("reopen after the disk filled up: %v", err)
+	}
+}
+
+// holdsAcked opens dir and checks its invariants and that it holds every
+// task of queue named in acked.
+func holdsAcked(t *testing.T, dir, queue string, acked []string, opts Options) error {
+	t.Helper()
+	b, err := Open(t.Context(), dir, opts)
+	if err != nil {
+		return err
 	}
 	defer b.Close()
 	if err := b.CheckInvariants(t.Context()); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for _, id := range acked {
-		if _, err := b.GetTaskInfo(t.Context(), "fill", id); err != nil {
-			t.Fatalf("acknowledged task %s: %v", id, err)
+		if _, err := b.GetTaskInfo(t.Context(), queue, id); err != nil {
+			return fmt.Errorf("acknowledged task %s: %w", id, err)
 		}
 	}
+	return nil
 }
 
 // TestReadOnlyDataFile: a data file that cannot be written (here made
@@ -360,4 +397,129 @@ func TestReadOnlyDataFile(t *testing.T) {
 		t.Fatalf("error %q does not name %s", err, file)
 	}
 	t.Logf("error: %v", err)
+}
+
+// childPrealloc opens dir with a file-size limit of 1 MiB, below the
+// size the log files are preallocated to, and prints how it failed:
+// "error <errors.Is EFBIG> <message>", or "opened".
+func childPrealloc(ctx context.Context, dir string) int {
+	signal.Ignore(syscall.SIGXFSZ)
+	lim := syscall.Rlimit{Cur: 1 << 20, Max: 1 << 20}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 4
+	}
+	b, err := Open(ctx, dir, Options{Logger: discardLogger()})
+	if err == nil {
+		_ = b.Close()
+		fmt.Println("opened")
+		return 0
+	}
+	fmt.Printf("error %v %v\n", errors.Is(err, syscall.EFBIG), err)
+	return 0
+}
+
+// TestLogPreallocFails: when the log files cannot be preallocated (here a
+// file-size limit on the child process), Open fails with the system's
+// error, usable with errors.Is; once there is room, the directory opens
+// and works.
+func TestLogPreallocFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=prealloc", childDirEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	line := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(line, "error true ") || !strings.Contains(line, "preallocating log") {
+		t.Fatalf("Open under a 1 MiB file-size limit: %q; want an error wrapping EFBIG that names the log's preallocation", line)
+	}
+	t.Logf("child: %s", line)
+	b, err := Open(t.Context(), dir, Options{Logger: discardLogger()})
+	if err != nil {
+		t.Fatalf("Open once there is room: %v", err)
+	}
+	if err := b.Enqueue(t.Context(), broker.EnqueueParams{Msg: &base.TaskMessage{ID: "a", Type: "x", Queue: "q"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range WALFileNames {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || fi.Size() < walPrealloc {
+			t.Fatalf("%s after the reopen: %v, %v bytes; want %d", name, err, fi, walPrealloc)
+		}
+	}
+}
+
+// TestKill9AtCheckpoint kills a process (SIGKILL, from inside, so that
+// the moment is exact) right after a checkpoint's commit to the data file
+// and before the committer hears of it and moves the log to its other
+// file, with 16 goroutines enqueueing and a worker completing meanwhile.
+// Every acknowledged task is there after the reopen, every acknowledged
+// completion too (such a task is not handed out again), the file is
+// whole, and the next crash round starts from that state.
+func TestKill9AtCheckpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	dir := t.TempDir()
+	for round := range 4 {
+		k := 2 + rand.IntN(30)
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=ckptkill", childDirEnv+"="+dir, childArgEnv+"="+strconv.Itoa(k))
+		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var acked, done []string
+		r := bufio.NewReader(stdout)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				break // a partial last line was never a whole ack
+			}
+			line = strings.TrimSuffix(line, "\n")
+			if id, ok := strings.CutPrefix(line, "ack "); ok {
+				acked = append(acked, id)
+			} else if id, ok := strings.CutPrefix(line, "done "); ok {
+				done = append(done, id)
+			}
+		}
+		err = cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("round %d: the child did not die by SIGKILL at checkpoint %d: %v", round, k, err)
+		}
+		if err := holdsAcked(t, dir, "crash", acked, Options{Logger: discardLogger(), walSize: smallLog}); err != nil {
+			t.Fatalf("round %d: reopen after SIGKILL at checkpoint %d: %v", round, k, err)
+		}
+		// A completion that was acknowledged is not undone: the task is
+		// not handed out again.
+		b, err := Open(t.Context(), dir, Options{Logger: discardLogger(), walSize: smallLog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range done {
+			info, err := b.GetTaskInfo(t.Context(), "crash", id)
+			if err != nil || info.State != base.StateCompleted {
+				_ = b.Close()
+				t.Fatalf("round %d: task %s, whose completion was acknowledged: %+v, %v; want completed", round, id, info, err)
+			}
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: killed after checkpoint %d, %d acknowledged enqueues, all present; %d acknowledged completions, all completed", round, k, len(acked), len(done))
+	}
 }

@@ -190,8 +190,8 @@ func Salvage(ctx context.Context, src, dst string) (SalvageReport, error) {
 // as one checkpoint, and returns how many it wrote. A data file whose
 // checkpoint cannot be read gets none: the log cannot be placed.
 func salvageLog(src string, in, out *boltStore) (int, error) {
-	ckpt, err := in.checkpointSeq()
-	if err != nil {
+	ckpt, sess, _, err := in.checkpointSeq()
+	if err != nil || sess.salt == 0 {
 		return 0, nil
 	}
 	var all []walRecord
@@ -203,7 +203,7 @@ func salvageLog(src string, in, out *boltStore) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("htq: salvage: reading the log: %w", err)
 		}
-		recs, _ := parseWAL(data, ckpt) // the records before any damage
+		recs, _ := parseWAL(data, sess.salt, ckpt) // the records before any damage
 		all = append(all, recs...)
 	}
 	slices.SortFunc(all, func(a, b walRecord) int { return cmpU64(a.seq, b.seq) })
@@ -226,7 +226,7 @@ func salvageLog(src string, in, out *boltStore) (int, error) {
 	if len(bs) == 0 {
 		return 0, nil
 	}
-	if err := out.checkpoint(bs, next-1); err != nil {
+	if err := out.checkpoint(bs, next-1, nil); err != nil {
 		return 0, fmt.Errorf("htq: salvage: writing the log's records: %w", err)
 	}
 	return len(bs), nil

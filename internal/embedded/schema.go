@@ -42,6 +42,11 @@ var (
 	// keyCheckpoint holds the number of the last write-ahead log record
 	// the file includes (8 bytes, big endian; wal.go).
 	keyCheckpoint = []byte("checkpoint")
+	// keyWAL holds the salt of the log session whose records may follow
+	// the checkpoint and the size its files were preallocated to (8 bytes
+	// each, big endian; wal.go, walSession). A salt of 0 means no session
+	// left any: the store was closed cleanly.
+	keyWAL = []byte("wal")
 )
 
 // schemaVersion is the version of the layout above. Open migrates older

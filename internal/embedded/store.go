@@ -281,6 +281,70 @@ func (s *boltStore) load(tasks func(seqs []uint64, recs [][]byte) error) (*loade
 	return out, err
 }
 
+// apply makes the changes of the logged batch b to what load read of the
+// file besides the tasks (overlayTasks does those), as a checkpoint of b
+// would in the file.
+func (l *loaded) apply(b *batch) {
+	for _, m := range []struct{ from, into map[string][]byte }{
+		{b.queues, l.queues}, {b.claims, l.claims}, {b.kv, l.kv}, {b.wf, l.wf}, {b.wfSpecs, l.specs},
+	} {
+		for k, v := range m.from {
+			if v == nil {
+				delete(m.into, k)
+			} else {
+				m.into[k] = v
+			}
+		}
+	}
+	for q := range b.dropStats {
+		for k := range l.stats {
+			if k.queue == q {
+				delete(l.stats, k)
+			}
+		}
+	}
+	for k, n := range b.stats {
+		l.stats[k] += n
+	}
+}
+
+// overlayTasks returns the task records of the file (seqs and recs, in
+// sequence order) with the task changes of the logged batches made on
+// top, in order: a record a batch writes replaces the file's, a nil one
+// deletes it. The result is in sequence order too.
+func overlayTasks(seqs []uint64, recs [][]byte, logged []*batch) ([]uint64, [][]byte) {
+	over := make(map[uint64][]byte)
+	for _, b := range logged {
+		for seq, v := range b.tasks {
+			over[seq] = v
+		}
+	}
+	if len(over) == 0 {
+		return seqs, recs
+	}
+	keys := make([]uint64, 0, len(over))
+	for seq := range over {
+		keys = append(keys, seq)
+	}
+	slices.Sort(keys)
+	outS := make([]uint64, 0, len(seqs)+len(keys))
+	outR := make([][]byte, 0, len(seqs)+len(keys))
+	i := 0
+	for _, k := range keys {
+		for ; i < len(seqs) && seqs[i] < k; i++ {
+			outS, outR = append(outS, seqs[i]), append(outR, recs[i])
+		}
+		if i < len(seqs) && seqs[i] == k {
+			i++
+		}
+		if v := over[k]; v != nil {
+			outS, outR = append(outS, k), append(outR, v)
+		}
+	}
+	outS, outR = append(outS, seqs[i:]...), append(outR, recs[i:]...)
+	return outS, outR
+}
+
 // commit writes b in one transaction and syncs it to disk.
 func (s *boltStore) commit(b *batch) error {
 	return s.guard(func() error {
@@ -290,8 +354,9 @@ func (s *boltStore) commit(b *batch) error {
 
 // checkpoint writes the logged batches bs, in order, in one transaction
 // with the number of the last log record they hold (meta "checkpoint"),
-// and syncs it to disk.
-func (s *boltStore) checkpoint(bs []*batch, seq uint64) error {
+// and syncs it to disk. A non-nil sess is written too (meta "wal"): the
+// log session that the file's next records will come from.
+func (s *boltStore) checkpoint(bs []*batch, seq uint64, sess *walSession) error {
 	return s.guard(func() error {
 		return s.db.Update(func(tx *bolt.Tx) error {
 			for _, b := range bs {
@@ -299,32 +364,49 @@ func (s *boltStore) checkpoint(bs []*batch, seq uint64) error {
 					return err
 				}
 			}
-			return tx.Bucket(bucketMeta).Put(keyCheckpoint, binary.BigEndian.AppendUint64(nil, seq))
+			meta := tx.Bucket(bucketMeta)
+			if sess != nil {
+				if err := meta.Put(keyWAL, sess.bytes()); err != nil {
+					return err
+				}
+			}
+			return meta.Put(keyCheckpoint, binary.BigEndian.AppendUint64(nil, seq))
 		})
 	})
 }
 
 // checkpointSeq returns the number of the last log record the file holds
-// (0 for a file written before the log, or new).
-func (s *boltStore) checkpointSeq() (uint64, error) {
-	var seq uint64
-	err := s.guard(func() error {
+// (0 for a file written before the log, or new), the log session whose
+// records may follow it, and whether the file has a checkpoint but no
+// session record (written by the log's first format, which had no salt).
+func (s *boltStore) checkpointSeq() (seq uint64, sess walSession, legacy bool, err error) {
+	err = s.guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			meta := tx.Bucket(bucketMeta)
 			if meta == nil {
 				return nil
 			}
-			switch v := meta.Get(keyCheckpoint); len(v) {
+			ck := meta.Get(keyCheckpoint)
+			switch len(ck) {
 			case 0:
 			case 8:
-				seq = binary.BigEndian.Uint64(v)
+				seq = binary.BigEndian.Uint64(ck)
 			default:
 				return fmt.Errorf("%w: %s: bad checkpoint record", ErrCorrupt, s.file)
+			}
+			v := meta.Get(keyWAL)
+			switch {
+			case v == nil:
+				legacy = ck != nil
+			case len(v) == 16:
+				sess = walSession{salt: binary.BigEndian.Uint64(v[:8]), size: int64(binary.BigEndian.Uint64(v[8:]))}
+			default:
+				return fmt.Errorf("%w: %s: bad log session record", ErrCorrupt, s.file)
 			}
 			return nil
 		})
 	})
-	return seq, err
+	return seq, sess, legacy, err
 }
 
 // apply writes b's changes in tx.

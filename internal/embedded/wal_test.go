@@ -2,17 +2,21 @@ package embedded
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
@@ -27,7 +31,7 @@ const smallLog = 64 << 10
 // written (the copy waits for the checkpointer). The caller makes no
 // calls meanwhile. It returns how many log records the copy holds after
 // its checkpoint.
-func crashCopy(t *testing.T, b *Broker, dst string) uint64 {
+func crashCopy(t testing.TB, b *Broker, dst string) uint64 {
 	t.Helper()
 	if err := b.Sync(t.Context()); err != nil {
 		t.Fatal(err)
@@ -51,7 +55,7 @@ func crashCopy(t *testing.T, b *Broker, dst string) uint64 {
 }
 
 // copyDir copies the files of a crash copy.
-func copyDir(t *testing.T, src, dst string) {
+func copyDir(t testing.TB, src, dst string) {
 	t.Helper()
 	if err := os.RemoveAll(dst); err != nil {
 		t.Fatal(err)
@@ -207,9 +211,10 @@ func logDir(t *testing.T, n int) (string, []int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	salt := imgSession(t, img).salt
 	offs := []int{0}
 	for {
-		_, size, ok := walFrameAt(data, offs[len(offs)-1])
+		_, size, ok := walFrameAt(data, offs[len(offs)-1], salt)
 		if !ok {
 			break
 		}
@@ -219,6 +224,25 @@ func logDir(t *testing.T, n int) (string, []int) {
 		t.Fatalf("log file 0 holds %d records, want %d (one per enqueue)", len(offs)-1, n)
 	}
 	return img, offs
+}
+
+// imgSession returns the log session that the data file of the closed
+// directory dir names.
+func imgSession(t testing.TB, dir string) walSession {
+	t.Helper()
+	s, err := openBolt(filepath.Join(dir, DataFileName), true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	_, sess, _, err := s.checkpointSeq()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.salt == 0 {
+		t.Fatalf("%s names no log session", dir)
+	}
+	return sess
 }
 
 // openHas opens dir and reports which of t0…t(n-1) it holds, after an
@@ -338,8 +362,10 @@ func TestLogDamagedRecord(t *testing.T) {
 	}{
 		{"payload", offs[3] + walHeader + 10},
 		{"length", offs[3] + 1},
-		{"number", offs[3] + 9},
-		{"header checksum", offs[3] + 18},
+		{"salt", offs[3] + 6},
+		{"number", offs[3] + 15},
+		{"payload checksum", offs[3] + 21},
+		{"header checksum", offs[3] + 26},
 		{"first record", offs[0] + 30},
 	} {
 		copyDir(t, img, work)
@@ -443,5 +469,274 @@ func TestSalvageReplaysLog(t *testing.T) {
 		if ok != (i < 5) {
 			t.Fatalf("salvaged copy: t%d kept = %v, want %v", i, ok, i < 5)
 		}
+	}
+}
+
+// frameAt builds a log frame of the session with salt: record seq holding
+// batch bt.
+func frameAt(salt, seq uint64, bt *batch) []byte {
+	f := appendBatch(make([]byte, walHeader), bt)
+	putFrameHeader(f, salt, seq)
+	return f
+}
+
+// frameOffsets returns where the records of the session with salt start
+// in data, from its start, and where the last ends.
+func frameOffsets(data []byte, salt uint64) []int {
+	offs := []int{0}
+	for {
+		_, size, ok := walFrameAt(data, offs[len(offs)-1], salt)
+		if !ok {
+			return offs
+		}
+		offs = append(offs, offs[len(offs)-1]+size)
+	}
+}
+
+// TestLogSessions writes a log file over an earlier session's records, as
+// a reopen after a crash does, and puts frames that must not count after
+// the live records: the earlier session's own (with the next record
+// number), one of an unknown session, and a task payload that is a whole
+// frame. Opens keep exactly the acknowledged enqueues: with the last
+// record cut at every offset, all but it; with a middle record damaged,
+// Open refuses with ErrCorrupt.
+func TestLogSessions(t *testing.T) {
+	const nA, nB = 20, 5
+	opts := Options{Logger: discardLogger(), walSize: smallLog}
+	enqueue := func(b *Broker, i int, payload []byte) {
+		t.Helper()
+		m := &base.TaskMessage{ID: fmt.Sprintf("t%d", i), Type: "x", Queue: "q", Payload: payload}
+		if err := b.Enqueue(t.Context(), broker.EnqueueParams{Msg: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := func(b *Broker) {
+		b.mu.Lock()
+		b.ckptHold = true
+		b.mu.Unlock()
+	}
+	// Session A: large records, crash.
+	a, err := Open(t.Context(), t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold(a)
+	for i := range nA {
+		enqueue(a, i, bytes.Repeat([]byte{byte(i + 1)}, 900))
+	}
+	imgA := filepath.Join(t.TempDir(), "a")
+	crashCopy(t, a, imgA)
+	_ = a.Close()
+	saltA := imgSession(t, imgA).salt
+	// Session B replays A and writes small records over the start of
+	// the same file; its last carries a forged frame as its payload.
+	b, err := Open(t.Context(), imgA, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold(b)
+	forgedKV := newBatch()
+	forgedKV.kv["forged"] = []byte("yes")
+	for i := nA; i < nA+nB-1; i++ {
+		enqueue(b, i, []byte("small"))
+	}
+	enqueue(b, nA+nB-1, frameAt(rand.Uint64()|1, 1<<40, forgedKV))
+	imgB := filepath.Join(t.TempDir(), "b")
+	crashCopy(t, b, imgB)
+	_ = b.Close()
+	saltB := imgSession(t, imgB).salt
+	if saltA == saltB {
+		t.Fatal("two sessions share a salt")
+	}
+	path := filepath.Join(imgB, WALFileNames[0])
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := frameOffsets(orig, saltB)
+	if len(offs) != nB+1 {
+		t.Fatalf("session B's file holds %d records, want %d", len(offs)-1, nB)
+	}
+	end := offs[nB]
+	if bytes.Equal(orig[end:end+64], make([]byte, 64)) {
+		t.Fatalf("zeros follow session B's records at %d, not session A's", end)
+	}
+	// After the live records: session A's salt with the next number, then
+	// an unknown session's, then A's again.
+	stale := slices.Concat(frameAt(saltA, nA+nB+1, forgedKV), frameAt(rand.Uint64()|1, nA+nB+1, forgedKV), frameAt(saltA, nA+nB+2, forgedKV))
+	work := filepath.Join(t.TempDir(), "work")
+	check := func(data []byte, keepLast bool, what string) {
+		t.Helper()
+		copyDir(t, imgB, work)
+		if err := os.WriteFile(filepath.Join(work, WALFileNames[0]), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Open(t.Context(), work, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer func() { _ = c.Close() }()
+		if err := c.CheckInvariants(t.Context()); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		for i := range nA + nB {
+			_, err := c.GetTaskInfo(t.Context(), "q", fmt.Sprintf("t%d", i))
+			if want := i < nA+nB-1 || keepLast; (err == nil) != want {
+				t.Fatalf("%s: t%d kept = %v, want %v", what, i, err == nil, want)
+			}
+		}
+		c.mu.Lock()
+		_, forged := c.kv["forged"]
+		c.mu.Unlock()
+		if forged {
+			t.Fatalf("%s: a frame that is not a record of the session was replayed", what)
+		}
+	}
+	withStale := bytes.Clone(orig)
+	copy(withStale[end:], stale)
+	check(withStale, true, "stale frames after the live records")
+	// The last record cut at every offset, the rest as it was: the stale
+	// frames, the forged payload's frame, session A's records.
+	for cut := offs[nB-1]; cut < end; cut++ {
+		data := bytes.Clone(withStale)
+		copy(data[cut:], stale)
+		// Bytes that were the same already leave the record whole.
+		whole := bytes.Equal(data[offs[nB-1]:end], orig[offs[nB-1]:end])
+		check(data, whole, fmt.Sprintf("last record cut at %d of [%d, %d)", cut, offs[nB-1], end))
+	}
+	// A middle record damaged: the records after it are the session's.
+	for _, off := range []int{offs[2] + 3, offs[2] + 10, offs[2] + walHeader + 2} {
+		data := bytes.Clone(withStale)
+		data[off] ^= 0x20
+		copyDir(t, imgB, work)
+		if err := os.WriteFile(filepath.Join(work, WALFileNames[0]), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Open(t.Context(), work, opts)
+		if err == nil {
+			_ = c.Close()
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("record 3 damaged at %d: got %v, want ErrCorrupt", off, err)
+		}
+	}
+}
+
+// TestLogFileRemovedOrCut: after a crash, a log file deleted or cut short
+// by hand (it may have held acknowledged records) makes Open refuse with
+// ErrCorrupt naming it, and the refused Open changes nothing: with the
+// file put back, every task is there. After a clean Close the log holds
+// nothing the data file lacks, and deleting it loses nothing.
+func TestLogFileRemovedOrCut(t *testing.T) {
+	const n = 6
+	img, offs := logDir(t, n)
+	work := filepath.Join(t.TempDir(), "work")
+	for _, c := range []struct {
+		what string
+		name string
+		harm func(path string) error
+	}{
+		{"file 0 deleted", WALFileNames[0], os.Remove},
+		{"file 1 deleted", WALFileNames[1], os.Remove},
+		{"file 0 emptied", WALFileNames[0], func(p string) error { return os.Truncate(p, 0) }},
+		{"file 0 cut after record 3", WALFileNames[0], func(p string) error { return os.Truncate(p, int64(offs[3])) }},
+		{"file 1 cut", WALFileNames[1], func(p string) error { return os.Truncate(p, smallLog/2) }},
+	} {
+		copyDir(t, img, work)
+		path := filepath.Join(work, c.name)
+		if err := c.harm(path); err != nil {
+			t.Fatal(err)
+		}
+		_, err := openHas(t, work, n)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("%s: got %v, want ErrCorrupt naming %s", c.what, err, path)
+		}
+		data, err := os.ReadFile(filepath.Join(img, c.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		has, err := openHas(t, work, n)
+		if err != nil {
+			t.Fatalf("%s, then put back: %v", c.what, err)
+		}
+		if slices.Contains(has, false) {
+			t.Fatalf("%s, then put back: kept %v", c.what, has)
+		}
+	}
+	// work was opened and closed cleanly: its log may go.
+	for _, name := range WALFileNames {
+		if err := os.Remove(filepath.Join(work, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	has, err := openHas(t, work, n)
+	if err != nil || slices.Contains(has, false) {
+		t.Fatalf("log deleted after a clean close: %v, kept %v", err, has)
+	}
+}
+
+// TestLogLegacyFormat: a data file from the log's first format (a
+// checkpoint but no session record) opens when its log holds nothing
+// after the checkpoint, and is refused with ErrCorrupt when it does: this
+// build cannot replay those records.
+func TestLogLegacyFormat(t *testing.T) {
+	dir := t.TempDir()
+	fillDir(t, dir, 3)
+	// dropSession takes the session record away, as the first format
+	// left the file, and returns the checkpoint.
+	dropSession := func() uint64 {
+		t.Helper()
+		s, err := openBolt(filepath.Join(dir, DataFileName), false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.close()
+		var ckpt uint64
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			ckpt = binary.BigEndian.Uint64(meta.Get(keyCheckpoint))
+			return meta.Delete(keyWAL)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ckpt
+	}
+	ckpt := dropSession()
+	legacy := func(seq uint64) []byte {
+		payload := appendBatch(nil, &batch{kv: map[string][]byte{"k": []byte("v")}})
+		h := make([]byte, 20)
+		binary.BigEndian.PutUint32(h[0:4], uint32(len(payload)))
+		binary.BigEndian.PutUint64(h[4:12], seq)
+		binary.BigEndian.PutUint32(h[12:16], crc32.Checksum(payload, crc32c))
+		binary.BigEndian.PutUint32(h[16:20], crc32.Checksum(h[:16], crc32c))
+		return append(h, payload...)
+	}
+	path := filepath.Join(dir, WALFileNames[0])
+	data := make([]byte, smallLog)
+	copy(data, slices.Concat(legacy(ckpt-1), legacy(ckpt)))
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(t.Context(), dir, Options{Logger: discardLogger(), walSize: smallLog})
+	if err != nil {
+		t.Fatalf("legacy log holding nothing after the checkpoint: %v", err)
+	}
+	if _, err := b.GetTaskInfo(t.Context(), "q", "t000002"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// That open and Close wrote a session record; take it away again.
+	ckpt = dropSession()
+	copy(data, slices.Concat(legacy(ckpt), legacy(ckpt+1)))
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openHas(t, dir, 3); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("legacy log holding records after the checkpoint: got %v, want ErrCorrupt naming %s", err, path)
 	}
 }
