@@ -28,7 +28,7 @@ func leaseOne(t *testing.T, st *Storage, opts ...Option) *activeTask {
 	}
 	at := &activeTask{lease: ls[0], leaseDuration: time.Minute}
 	at.leaseUntil.Store(time.Now().Add(time.Minute).UnixNano())
-	at.ctx, at.cancel = context.WithCancelCause(ctx)
+	at.ctx.Init(ctx)
 	return at
 }
 
@@ -39,7 +39,7 @@ func startAcker(t *testing.T, st *Storage, logs *logRecorder) (*acker, <-chan *a
 	done := make(chan *activeTask, 8)
 	watch := newStorageWatch(clockwork.NewRealClock())
 	a := newAcker(brokerOf(st), logs.logger(), clockwork.NewRealClock(), func(at *activeTask) {
-		at.cancel(nil)
+		at.ctx.Cancel(nil)
 		done <- at
 	}, watch)
 	a.start()
@@ -238,7 +238,8 @@ func TestHeartbeatIgnoresLeaseEndedByOutcome(t *testing.T) {
 			proc := newProcessor(processorParams{broker: b, logger: logs.logger(), clock: clock,
 				queues: newQueueSet(map[string]int{"default": 1}, false), concurrency: 1,
 				leaseDuration: time.Minute, baseContext: context.Background, serverID: "s"})
-			done, running := proc.track(leaseOne(t, st).lease), proc.track(leaseOne(t, st).lease)
+			ats := proc.track([]*broker.Lease{leaseOne(t, st).lease, leaseOne(t, st).lease}, clock.Now())
+			done, running := ats[0], ats[1]
 			// done's handler returned and the acker completed it; running's
 			// task was taken from it (sent back to pending).
 			done.finished.Store(true)
@@ -259,7 +260,7 @@ func TestHeartbeatIgnoresLeaseEndedByOutcome(t *testing.T) {
 			if l := logs.lines("level=WARN", "lease lost", running.lease.Msg.ID); len(l) != 1 || !running.lost.Load() {
 				t.Errorf("the running task's lost lease: %v, lost=%v; want one warning", l, running.lost.Load())
 			}
-			if cause := context.Cause(running.ctx); !errors.Is(cause, ErrLeaseLost) {
+			if cause := context.Cause(&running.ctx); !errors.Is(cause, ErrLeaseLost) {
 				t.Errorf("running task's context: %v, want cancelled with ErrLeaseLost", cause)
 			}
 		})

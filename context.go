@@ -1,6 +1,10 @@
 package htq
 
-import "context"
+import (
+	"context"
+
+	"github.com/htqueue/htq/internal/lazydeadline"
+)
 
 type ctxKey struct{}
 
@@ -16,28 +20,37 @@ type taskMetadata struct {
 	deps                   *depsLoader
 }
 
-// metadataCtx is a context holding its task's metadata: one allocation
-// per attempt, where context.WithValue of the struct would box it in a
-// second.
-type metadataCtx struct {
-	context.Context
+// taskCtx is a context holding its task's metadata. As the context of
+// one attempt's handler it is a child of the Server's BaseContext,
+// canceled with a cause (the lease lost, shutdown, a cancel request, the
+// attempt over) and bounded by the attempt's deadline; it lives inside
+// its activeTask, so that it costs no allocation of its own, and makes no
+// timer and no standard context unless the handler waits on Done
+// (internal/lazydeadline): a quick handler never does.
+type taskCtx struct {
+	lazydeadline.CauseContext
 	md taskMetadata
 }
 
-// Value answers ctxKey{} with the task's metadata (a pointer, so that no
-// read allocates) and asks the parent otherwise.
-func (c *metadataCtx) Value(key any) any {
+// Value answers ctxKey{} with the task's metadata and asks the lazy
+// context otherwise.
+func (c *taskCtx) Value(key any) any {
 	if key == (ctxKey{}) {
 		return &c.md
 	}
-	return c.Context.Value(key)
+	return c.CauseContext.Value(key)
 }
 
 // String names the context for debugging, as the standard ones do.
-func (c *metadataCtx) String() string { return "htq.taskContext(" + c.md.queue + "/" + c.md.id + ")" }
+func (c *taskCtx) String() string { return "htq.taskContext(" + c.md.queue + "/" + c.md.id + ")" }
 
-func withTaskMetadata(ctx context.Context, md taskMetadata) context.Context {
-	return &metadataCtx{Context: ctx, md: md}
+// withTaskMetadata returns a child of ctx holding md (for the hooks of
+// a task whose handler does not run, such as the recoverer's), and the
+// function that ends it.
+func withTaskMetadata(ctx context.Context, md taskMetadata) (context.Context, func()) {
+	c := &taskCtx{md: md}
+	c.Init(ctx)
+	return c, func() { c.Cancel(nil) }
 }
 
 func metadata(ctx context.Context) (taskMetadata, bool) {

@@ -10,7 +10,10 @@ import (
 
 // Handler processes a task. Returning nil completes the task; returning an
 // error retries it (or archives it when out of retries, or at once when the
-// error wraps SkipRetry). A handler must return when ctx is done.
+// error wraps SkipRetry). A handler must return when ctx is done: at the
+// task's Timeout or Deadline, when the task is canceled (its cause
+// ErrTaskCanceled), when its lease is lost (ErrLeaseLost) or at shutdown.
+// ctx ends with the attempt, once the ErrorHandler has seen a failure.
 type Handler interface {
 	ProcessTask(ctx context.Context, task *Task) error
 }

@@ -39,6 +39,14 @@ import (
 // order the storage gave them (the order fair sharing by key and
 // priorities chose) even when one of the process's threads is held off
 // its CPU for a while.
+//
+// A worker that finishes a task takes the next waiting one without
+// parking, and idle workers are woken one at a time: a batch wakes one,
+// and each worker woken, once it has taken a task, wakes the next while
+// tasks still wait. Handlers that block (the usual case) start as many
+// workers as there are tasks, one wake-up each, as before; quick ones are
+// run by the few workers already awake, without a wake-up and a park of
+// a goroutine per task.
 type processor struct {
 	processorParams
 	logger *slog.Logger
@@ -51,14 +59,22 @@ type processor struct {
 	fetching atomic.Int32
 	// handlerTime is a moving average of handler durations (ns).
 	handlerTime atomic.Int64
-	// ready holds one token per task in waiting: a worker that receives
-	// one takes the oldest task (take). Closed by drain.
+	// ready carries wake-ups to idle workers (at most one on its way at a
+	// time); closed by drain.
 	ready chan struct{}
 	// waitMu guards waiting[next:], the leased tasks no worker has taken
-	// yet, oldest first.
+	// yet, oldest first; idle, the workers parked (or parking) for lack
+	// of one; woken, the wake-ups sent on ready and not yet received;
+	// and closed (drain has closed ready).
 	waitMu  sync.Mutex
 	waiting []*activeTask
 	next    int
+	idle    int
+	woken   int
+	closed  bool
+	// nwaiting is how many tasks wait (len(waiting)-next), for
+	// leaseLimits to read without the lock.
+	nwaiting atomic.Int64
 	// wakes has one channel per fetch loop, each signalled (without
 	// blocking) when a queue may have tasks.
 	wakes []chan struct{}
@@ -73,8 +89,11 @@ type processor struct {
 	// watch records the storage failures this server saw.
 	watch *storageWatch
 
+	// mu guards active, the tasks tracked (leased and not forgotten), in
+	// no order: each knows its index (activeTask.slot), so that tracking
+	// and forgetting one costs no hashing of its lease.
 	mu     sync.Mutex
-	active map[broker.LeaseRef]*activeTask
+	active []*activeTask
 }
 
 type processorParams struct {
@@ -102,8 +121,18 @@ type activeTask struct {
 	started atomic.Int64
 	// leaseDuration is how long each renewal of the lease lasts.
 	leaseDuration time.Duration
-	ctx           context.Context
-	cancel        context.CancelCauseFunc
+	// ctx is the handler's context (taskCtx: no timer, no standard
+	// context unless the handler waits on it); canceled with a cause when
+	// the lease is lost, at shutdown, on request, and when the attempt
+	// is over.
+	ctx taskCtx
+	// slot is the task's index in processor.active, -1 once forgotten
+	// (guarded by processor.mu).
+	slot int
+	// task and writer are what the handler gets (set by run): in the
+	// activeTask, they cost no allocation of their own.
+	task   Task
+	writer ResultWriter
 	// leaseUntil is this process's estimate of when its lease runs out
 	// (Unix nanoseconds of the local clock), renewed by the heartbeater.
 	leaseUntil atomic.Int64
@@ -128,6 +157,8 @@ const (
 	// prefetchBelow is the average handler time under which the processor
 	// leases ahead of its workers.
 	prefetchBelow = 2 * time.Millisecond
+	// timeEvery is how often a worker times a quick handler (see work).
+	timeEvery = 8
 	// fetchBackoffMin and fetchBackoffMax bound the wait after a failed
 	// fetch; the cap is how soon work resumes once the storage answers.
 	fetchBackoffMin = 10 * time.Millisecond
@@ -142,10 +173,9 @@ func newProcessor(p processorParams) *processor {
 		processorParams: p,
 		logger:          p.logger.With("component", "htq.processor"),
 		freed:           make(chan struct{}, 1),
-		ready:           make(chan struct{}, p.concurrency+ahead(p.concurrency)),
+		ready:           make(chan struct{}, 1),
 		wakes:           makeWakes(fetchLoops(p.concurrency)),
 		quit:            make(chan struct{}),
-		active:          make(map[broker.LeaseRef]*activeTask),
 	}
 	proc.watch = newStorageWatch(p.clock)
 	proc.acker = newAcker(p.broker, p.logger, p.clock, proc.forget, proc.watch)
@@ -196,16 +226,16 @@ func (p *processor) signal() {
 func (p *processor) stopFetching() {
 	p.quitOnce.Do(func() { close(p.quit) })
 	p.fetchers.Wait()
-	for {
-		select {
-		case <-p.ready:
-			at := p.take()
-			p.requeue(at)
-			p.forget(at)
-			p.release(1)
-		default:
-			return
-		}
+	p.waitMu.Lock()
+	left := append([]*activeTask(nil), p.waiting[p.next:]...)
+	clear(p.waiting)
+	p.waiting, p.next = p.waiting[:0], 0
+	p.nwaiting.Store(0)
+	p.waitMu.Unlock()
+	for _, at := range left {
+		p.requeue(at)
+		p.forget(at)
+		p.release(1)
 	}
 }
 
@@ -248,7 +278,7 @@ func (p *processor) leaseLimits(max int) (limit, want int64) {
 	if time.Duration(p.handlerTime.Load()) < prefetchBelow {
 		more := int64(ahead(p.concurrency))
 		limit += more
-		if len(p.ready) > 0 || p.fetching.Load() > 0 {
+		if p.nwaiting.Load() > 0 || p.fetching.Load() > 0 {
 			want = min(more/2, int64(max))
 		}
 	}
@@ -308,10 +338,8 @@ func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
 			p.logger.Info("fetching again: the storage answers")
 			backoff = 0
 		}
-		for _, l := range leases {
-			p.hand(p.track(l))
-		}
 		if len(leases) > 0 {
+			p.hand(p.track(leases, p.clock.Now()))
 			continue
 		}
 		if wait == 0 || wait > p.pollInterval {
@@ -323,35 +351,89 @@ func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
 	}
 }
 
-// track registers a leased task so that the heartbeater renews its lease.
-func (p *processor) track(l *broker.Lease) *activeTask {
-	at := &activeTask{lease: l, leaseDuration: l.Duration}
-	if at.leaseDuration <= 0 {
-		at.leaseDuration = p.leaseDuration
+// track registers the tasks of leases, fetched by a call answered at now,
+// so that the heartbeater renews their leases.
+func (p *processor) track(leases []*broker.Lease, now time.Time) []*activeTask {
+	ats := make([]*activeTask, len(leases))
+	base := p.baseContext()
+	for i, l := range leases {
+		at := &activeTask{lease: l, leaseDuration: l.Duration}
+		if at.leaseDuration <= 0 {
+			at.leaseDuration = p.leaseDuration
+		}
+		at.leaseUntil.Store(now.Add(at.leaseDuration).UnixNano())
+		at.ctx.Init(base)
+		ats[i] = at
 	}
-	at.leaseUntil.Store(p.clock.Now().Add(at.leaseDuration).UnixNano())
-	at.ctx, at.cancel = context.WithCancelCause(p.baseContext())
 	p.mu.Lock()
-	p.active[l.Ref()] = at
+	for _, at := range ats {
+		at.slot = len(p.active)
+		p.active = append(p.active, at)
+	}
 	p.mu.Unlock()
+	return ats
+}
+
+// hand queues leased tasks for the workers and wakes one idle worker
+// (which wakes the next: see nextTask). It never blocks.
+func (p *processor) hand(ats []*activeTask) {
+	p.waitMu.Lock()
+	p.waiting = append(p.waiting, ats...)
+	p.nwaiting.Add(int64(len(ats)))
+	p.wakeLocked()
+	p.waitMu.Unlock()
+}
+
+// wakeLocked wakes an idle worker when tasks wait and no wake-up is on
+// its way already. waitMu is held; it never blocks (ready has room for
+// the one wake-up).
+func (p *processor) wakeLocked() {
+	if p.next < len(p.waiting) && p.idle > 0 && p.woken == 0 && !p.closed {
+		p.woken++
+		p.ready <- struct{}{}
+	}
+}
+
+// nextTask returns the oldest waiting task, waiting (parked) for one while
+// there is none; nil once drain has closed ready and none is left. A
+// worker woken that takes a task wakes another while more wait, and one
+// that takes the last signals freed (a fetch that waits for a larger
+// batch goes now).
+func (p *processor) nextTask() *activeTask {
+	p.waitMu.Lock()
+	for p.next == len(p.waiting) {
+		if p.closed {
+			p.waitMu.Unlock()
+			return nil
+		}
+		p.idle++
+		p.waitMu.Unlock()
+		_, ok := <-p.ready
+		p.waitMu.Lock()
+		p.idle--
+		if ok {
+			p.woken--
+		}
+	}
+	at := p.takeLocked()
+	p.wakeLocked()
+	last := p.next == len(p.waiting)
+	p.waitMu.Unlock()
+	if last {
+		p.signalFreed()
+	}
 	return at
 }
 
-// hand queues a leased task for the workers. It never blocks long: ready
-// has room for every task leased (reserve bounds them by concurrency +
-// ahead(concurrency)).
-func (p *processor) hand(at *activeTask) {
-	p.waitMu.Lock()
-	p.waiting = append(p.waiting, at)
-	p.waitMu.Unlock()
-	p.ready <- struct{}{}
-}
-
-// take returns the oldest task in waiting; the caller has received the
-// token hand sent for one.
+// take returns the oldest task in waiting, which is not empty.
 func (p *processor) take() *activeTask {
 	p.waitMu.Lock()
 	defer p.waitMu.Unlock()
+	return p.takeLocked()
+}
+
+func (p *processor) takeLocked() *activeTask {
+	p.nwaiting.Add(-1)
 	at := p.waiting[p.next]
 	p.waiting[p.next] = nil
 	p.next++
@@ -366,23 +448,36 @@ func (p *processor) take() *activeTask {
 
 // forget stops tracking a task (its lease is no longer renewed).
 func (p *processor) forget(at *activeTask) {
-	at.cancel(nil)
+	at.ctx.Cancel(nil)
 	p.mu.Lock()
-	delete(p.active, at.lease.Ref())
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	i := at.slot
+	if i < 0 || i >= len(p.active) || p.active[i] != at {
+		return // forgotten already
+	}
+	last := len(p.active) - 1
+	p.active[i] = p.active[last]
+	p.active[i].slot = i
+	p.active[last] = nil
+	p.active = p.active[:last]
+	at.slot = -1
 }
 
 // work runs tasks until ready is closed. A task whose outcome the acker
 // holds frees its worker at once but stays tracked until the acker is done
 // with it (forget).
+//
+// While handlers are quick, a worker times one task in timeEvery (a clock
+// read costs hundreds of nanoseconds on some virtual machines, a good
+// part of a quick task's cost); slower ones it times every time.
 func (p *processor) work() {
 	defer p.workers.Done()
-	for range p.ready {
-		at := p.take()
-		if len(p.ready) == 0 {
-			p.signalFreed() // a fetch that waits for a larger batch goes now
+	for n := 0; ; n++ {
+		at := p.nextTask()
+		if at == nil {
+			return
 		}
-		p.run(at)
+		p.run(at, n%timeEvery == 0 || time.Duration(p.handlerTime.Load()) >= prefetchBelow)
 		if !at.acking.Load() {
 			p.forget(at)
 		}
@@ -431,44 +526,41 @@ func (p *processor) fetch(ctx context.Context, n int) (leases []*broker.Lease, w
 	return nil, wait, firstErr
 }
 
-// taskWithWriter is the task a handler gets and its ResultWriter, in one
-// allocation (run makes one per attempt).
-type taskWithWriter struct {
-	t Task
-	w ResultWriter
-}
-
-// run processes one leased task and writes its outcome.
-func (p *processor) run(at *activeTask) {
+// run processes one leased task and writes its outcome; with timeIt, it
+// folds the handler's duration into handlerTime.
+func (p *processor) run(at *activeTask, timeIt bool) {
 	l := at.lease
 	msg := l.Msg
 	now := p.clock.Now()
 	at.started.Store(now.UnixNano())
 
 	ref := l.Ref()
-	md := taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry}
+	md := &at.ctx.md
+	*md = taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry}
 	if msg.Workflow != "" {
 		md.workflow, md.workflowTask = msg.Workflow, msg.WorkflowTask
 		md.deps = &depsLoader{b: p.broker, lease: ref}
 	}
-	ctx, span := p.tracing.startAttempt(at.ctx, msg)
-	ctx = withTaskMetadata(ctx, md)
 	if deadline, ok := taskDeadline(msg, now); ok {
-		var cancelDeadline context.CancelFunc
-		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
-		defer cancelDeadline()
+		at.ctx.SetDeadline(deadline)
 	}
-	tw := &taskWithWriter{w: ResultWriter{ctx: ctx, b: p.broker, lease: ref}}
-	tw.t = Task{typename: msg.Type, payload: msg.Payload, w: &tw.w}
-	task := &tw.t
+	// The handler's context ends with the attempt (the ErrorHandler
+	// still gets it live).
+	defer at.ctx.Cancel(nil)
+	ctx, span := p.tracing.startAttempt(&at.ctx, msg)
+	at.writer = ResultWriter{ctx: ctx, b: p.broker, lease: ref}
+	at.task = Task{typename: msg.Type, payload: msg.Payload, w: &at.writer}
+	task := &at.task
 	var err error
-	if ctx.Err() != nil {
+	if at.ctx.ErrAt(now) != nil {
 		err = context.Cause(ctx) // the deadline passed (or the lease was lost) before it could start
 	} else {
 		err = p.perform(ctx, task)
 	}
 	at.finished.Store(true)
-	p.observe(p.clock.Since(now))
+	if timeIt {
+		p.observe(p.clock.Since(now))
+	}
 
 	switch {
 	case at.aborted.Load():
@@ -544,7 +636,7 @@ func (p *processor) fail(ctx context.Context, l *broker.Lease, task *Task, err e
 // running and sends them back to pending, and flushes the acker. Fetching
 // must have stopped.
 func (p *processor) drain(timeout time.Duration) {
-	p.closeOnce.Do(func() { close(p.ready) })
+	p.closeReady()
 	done := make(chan struct{})
 	go func() {
 		p.workers.Wait()
@@ -560,12 +652,23 @@ func (p *processor) drain(timeout time.Duration) {
 	p.acker.shutdown()
 }
 
+// closeReady closes ready: idle workers, and each worker once no task
+// waits, return.
+func (p *processor) closeReady() {
+	p.closeOnce.Do(func() {
+		p.waitMu.Lock()
+		p.closed = true
+		close(p.ready)
+		p.waitMu.Unlock()
+	})
+}
+
 // requeue sends one leased task back to pending.
 func (p *processor) requeue(at *activeTask) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	at.aborted.Store(true)
-	at.cancel(errShutdown)
+	at.ctx.Cancel(errShutdown)
 	ref := at.lease.Ref()
 	err := p.broker.Requeue(ctx, ref)
 	if err == nil {
@@ -588,24 +691,20 @@ func (p *processor) requeueRunning() {
 func (p *processor) tracks(at *activeTask) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.active[at.lease.Ref()] == at
+	return at.slot >= 0 && at.slot < len(p.active) && p.active[at.slot] == at
 }
 
 // snapshot returns the tasks running now.
 func (p *processor) snapshot() []*activeTask {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]*activeTask, 0, len(p.active))
-	for _, at := range p.active {
-		out = append(out, at)
-	}
-	return out
+	return append([]*activeTask(nil), p.active...)
 }
 
 // loseLease marks a task's lease lost and cancels its handler.
 func (at *activeTask) loseLease() {
 	if at.lost.CompareAndSwap(false, true) {
-		at.cancel(ErrLeaseLost)
+		at.ctx.Cancel(ErrLeaseLost)
 	}
 }
 
@@ -615,10 +714,10 @@ func (at *activeTask) loseLease() {
 func (p *processor) cancelTask(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for ref, at := range p.active {
-		if ref.ID == id {
-			p.logger.Info("cancelling task on request", "queue", ref.Queue, "id", id)
-			at.cancel(ErrTaskCanceled)
+	for _, at := range p.active {
+		if at.lease.Msg.ID == id {
+			p.logger.Info("cancelling task on request", "queue", at.lease.Msg.Queue, "id", id)
+			at.ctx.Cancel(ErrTaskCanceled)
 		}
 	}
 }

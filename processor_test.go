@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,15 +27,41 @@ func TestProcessorHandsTasksInLeaseOrder(t *testing.T) {
 	}
 	id := func(at *activeTask) string { return at.lease.Msg.ID }
 
-	p.hand(leased("big-1"))
-	p.hand(leased("small-1"))
-	<-p.ready // a worker is woken for big-1 but does not run yet
-	<-p.ready // another is woken and runs first: it starts the oldest
-	if got := id(p.take()); got != "big-1" {
-		t.Fatalf("the worker that ran first took %s, want big-1 (the oldest leased)", got)
+	// Two workers park for lack of tasks; a batch wakes one of them.
+	parked := make(chan *activeTask, 2)
+	for range 2 {
+		go func() { parked <- p.nextTask() }()
 	}
-	if got := id(p.take()); got != "small-1" {
-		t.Fatalf("the late worker took %s, want small-1", got)
+	waitIdle := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) { // polls the workers' state
+			p.waitMu.Lock()
+			idle := p.idle
+			p.waitMu.Unlock()
+			if idle == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d workers idle, want %d", idle, n)
+			}
+		}
+	}
+	waitIdle(2)
+	p.hand([]*activeTask{leased("big-1"), leased("small-1")})
+	// The worker woken takes big-1 and wakes the other for small-1.
+	got := []string{id(recv(t, parked, 10*time.Second, "first worker")), id(recv(t, parked, 10*time.Second, "second worker"))}
+	if !(got[0] == "big-1" && got[1] == "small-1" || got[0] == "small-1" && got[1] == "big-1") {
+		t.Fatalf("the two workers took %v, want big-1 and small-1", got)
+	}
+
+	// A worker that runs takes the oldest, whichever was woken.
+	p.hand([]*activeTask{leased("a")})
+	p.hand([]*activeTask{leased("b")})
+	if got := id(p.nextTask()); got != "a" {
+		t.Fatalf("the worker that ran first took %s, want a (the oldest leased)", got)
+	}
+	if got := id(p.nextTask()); got != "b" {
+		t.Fatalf("the next worker took %s, want b", got)
 	}
 
 	// A queue that never empties: 1,000 tasks through it, at most 3
@@ -42,11 +69,10 @@ func TestProcessorHandsTasksInLeaseOrder(t *testing.T) {
 	handed, taken := 0, 0
 	for taken < 1000 {
 		for handed < 1000 && handed-taken < 3 {
-			p.hand(leased(fmt.Sprint(handed)))
+			p.hand([]*activeTask{leased(fmt.Sprint(handed))})
 			handed++
 		}
-		<-p.ready
-		if got, want := id(p.take()), fmt.Sprint(taken); got != want {
+		if got, want := id(p.nextTask()), fmt.Sprint(taken); got != want {
 			t.Fatalf("task %d taken: %s, want %s", taken, got, want)
 		}
 		taken++
@@ -54,9 +80,43 @@ func TestProcessorHandsTasksInLeaseOrder(t *testing.T) {
 			t.Fatalf("the waiting queue's array grew to %d entries with at most 3 tasks waiting", n)
 		}
 	}
-	if len(p.ready) != 0 || len(p.waiting) != p.next {
-		t.Fatalf("after the last take: %d tokens, %d tasks waiting", len(p.ready), len(p.waiting)-p.next)
+	if n := p.nwaiting.Load(); n != 0 || len(p.waiting) != p.next {
+		t.Fatalf("after the last take: %d counted waiting, %d tasks waiting", n, len(p.waiting)-p.next)
 	}
+}
+
+// TestProcessorWakesAWorkerPerBlockedTask checks the chain of wake-ups:
+// with handlers that block until every worker has a task, one batch
+// starts all of them, each woken by the one before.
+func TestProcessorWakesAWorkerPerBlockedTask(t *testing.T) {
+	const n = 8
+	p := newProcessor(processorParams{logger: quietConfig(Config{}).Logger, clock: clockwork.NewFakeClock(),
+		queues: newQueueSet(map[string]int{"default": 1}, false), concurrency: n})
+	var started sync.WaitGroup
+	started.Add(n)
+	all := make(chan struct{})
+	go func() { started.Wait(); close(all) }()
+	for range n {
+		go func() {
+			if p.nextTask() != nil {
+				started.Done()
+				<-all // blocks like a handler waiting on I/O
+			}
+		}()
+	}
+	ats := make([]*activeTask, n)
+	for i := range ats {
+		ats[i] = &activeTask{lease: &broker.Lease{Msg: &base.TaskMessage{ID: fmt.Sprint(i), Queue: "default"}}}
+	}
+	p.hand(ats)
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second): // a bound on a lost wake-up, not a speed check
+		p.waitMu.Lock()
+		defer p.waitMu.Unlock()
+		t.Fatalf("not every worker started: %d tasks waiting, %d workers idle", len(p.waiting)-p.next, p.idle)
+	}
+	p.closeReady()
 }
 
 func TestAhead(t *testing.T) {
@@ -89,9 +149,8 @@ func TestLeaseLimits(t *testing.T) {
 	check("quick handlers, a fetch on its way", 64, 74, 32)
 	check("quick handlers, a fetch on its way, max 8", 8, 74, 8)
 	proc.fetching.Add(-1)
-	proc.ready <- struct{}{} // a leased task waits for a worker
+	proc.nwaiting.Add(1) // a leased task waits for a worker
 	check("quick handlers, a task waiting", 64, 74, 32)
 	proc.handlerTime.Store(int64(10 * time.Millisecond))
 	check("slow handlers, a task waiting", 64, 10, 1)
-	<-proc.ready
 }

@@ -173,6 +173,63 @@ func TestHandlerTimeoutAndDeadline(t *testing.T) {
 	}
 }
 
+// A handler that never waits on Done but polls Err (its context makes no
+// timer until something waits: internal/lazydeadline) still sees its
+// timeout, with context.Cause agreeing, and its context ends with the
+// attempt.
+func TestHandlerPollsDeadline(t *testing.T) {
+	st := openTestStorage(t)
+	type result struct {
+		err, cause error
+		ctx        context.Context
+	}
+	results := make(chan result, 1)
+	h := HandlerFunc(func(ctx context.Context, task *Task) error {
+		for ctx.Err() == nil {
+			time.Sleep(time.Millisecond) // the handler's own work, checking its context between steps
+		}
+		results <- result{ctx.Err(), context.Cause(ctx), ctx}
+		return ctx.Err()
+	})
+	startServer(t, st, quietConfig(Config{}), h)
+	if _, err := NewClient(st).Enqueue(NewTask("poll", nil), Timeout(50*time.Millisecond), MaxRetry(0)); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, results, 10*time.Second, "timeout")
+	if !errors.Is(r.err, context.DeadlineExceeded) || !errors.Is(r.cause, context.DeadlineExceeded) {
+		t.Fatalf("ctx ended with %v (cause %v); want context.DeadlineExceeded", r.err, r.cause)
+	}
+	if _, ok := GetTaskID(r.ctx); !ok {
+		t.Fatal("the handler's context lost its task's metadata once done")
+	}
+}
+
+// A handler's context is canceled when the attempt is over, as an HTTP
+// request's is when its handler returns.
+func TestHandlerContextEndsWithAttempt(t *testing.T) {
+	st := openTestStorage(t)
+	ctxs := make(chan context.Context, 1)
+	startServer(t, st, quietConfig(Config{}), HandlerFunc(func(ctx context.Context, task *Task) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ctxs <- ctx
+		return nil
+	}))
+	if _, err := NewClient(st).Enqueue(NewTask("quick", nil)); err != nil {
+		t.Fatal(err)
+	}
+	ctx := recv(t, ctxs, 10*time.Second, "handler")
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second): // a bound on a broken cancel, not a speed check
+		t.Fatal("the handler's context was not canceled after the attempt")
+	}
+	if err := ctx.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Err() after the attempt = %v; want context.Canceled", err)
+	}
+}
+
 func TestResultAndRetention(t *testing.T) {
 	st := openTestStorage(t)
 	h := HandlerFunc(func(ctx context.Context, task *Task) error {

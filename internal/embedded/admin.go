@@ -613,7 +613,7 @@ func (b *Broker) TakeGroup(ctx context.Context, p broker.TakeGroupParams) (*brok
 	if !ready {
 		return nil, nil
 	}
-	set := &aggSet{id: newToken(), token: newToken(), group: p.Group, deadline: now.Add(p.Lease)}
+	set := &aggSet{id: b.newToken(), token: b.newToken(), group: p.Group, deadline: now.Add(p.Lease)}
 	agg := &broker.Aggregation{Queue: q.name, Group: p.Group, SetID: set.id, Token: set.token}
 	for _, t := range members[:min(len(members), p.MaxSize)] {
 		q.unindex(t)

@@ -2,10 +2,12 @@ package embedded
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	mathrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -39,8 +41,12 @@ type Broker struct {
 	store *boltStore // nil in memory
 	wal   *walLog    // nil in memory; only the committer writes it
 
-	mu      sync.Mutex
-	work    *sync.Cond // signalled when buf gains changes or the broker closes
+	mu   sync.Mutex
+	work *sync.Cond // signalled when buf gains changes or the broker closes
+	// tokens makes lease and aggregation-set tokens (newToken): a
+	// cryptographically strong generator seeded from crypto/rand, without
+	// a system call per token.
+	tokens  *mathrand.ChaCha8
 	queues  map[string]*queue
 	nextSeq uint64
 	// durableSeq: every task whose record number is below it is on disk
@@ -269,7 +275,10 @@ func OpenMemory(opts Options) (*Broker, error) {
 }
 
 func newBroker(opts Options) *Broker {
+	var seed [32]byte
+	_, _ = cryptorand.Read(seed[:]) // never fails (crypto/rand's doc)
 	b := &Broker{
+		tokens:        mathrand.NewChaCha8(seed),
 		clock:         opts.Clock,
 		log:           opts.Logger,
 		queues:        make(map[string]*queue),

@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -231,7 +230,7 @@ func (b *Broker) fetch(p broker.FetchParams) (out []*broker.Lease, newest uint64
 		}
 		newest = max(newest, t.seq)
 		t.state = base.StateActive
-		t.token = p.ServerID + "/" + newToken() // names the server for the Inspector
+		t.token = p.ServerID + "/" + b.newToken() // names the server for the Inspector
 		t.at = now.Add(lease)
 		q.active.insert(t)
 		b.putTask(t)
@@ -279,10 +278,14 @@ func (q *queue) allowance(limit int, now time.Time) (int, float64, error) {
 
 func max1(n int) int { return max(n, 1) }
 
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// newToken returns a fresh random token (32 hex digits). The caller
+// holds b.mu (tokens is not safe for concurrent use).
+func (b *Broker) newToken() string {
+	var raw [16]byte
+	_, _ = b.tokens.Read(raw[:]) // never fails
+	var text [32]byte
+	hex.Encode(text[:], raw[:])
+	return string(text[:])
 }
 
 // held returns the active task that l's token holds, or an error wrapping
