@@ -538,7 +538,10 @@ func dashboard(t *testing.T, broker, shots string) {
 		t.Fatal("the pull worker fetched nothing from digests")
 	}
 	step(t, ctx, "servers", chromedp.Click(chromedp.CSS(`a[data-nav="servers"]`)), chromedp.WaitVisible(chromedp.CSS(`table.servers`)))
-	waitFor(t, ctx, "the pull worker on the servers page", `!!document.querySelector('table.servers tr[data-server="worker-7"]')`)
+	// The worker's record is written once a second: the first written may
+	// name the worker before the tasks of its fetch, so wait for the task.
+	waitFor(t, ctx, "the pull worker and its task on the servers page",
+		`(document.querySelector('table.servers tr[data-server="worker-7"]')?.textContent || '').includes('`+held.Tasks[0].ID+`')`)
 	row := eval[string](t, ctx, `document.querySelector('table.servers tr[data-server="worker-7"]').textContent`)
 	if !strings.Contains(row, "pull worker") || !strings.Contains(row, held.Tasks[0].ID) {
 		t.Errorf("the pull worker's row %q does not show it as a pull worker with task %s", row, held.Tasks[0].ID)
