@@ -69,6 +69,7 @@ type queueKeys struct {
 	waiting   string // zset of waiting workflow task IDs, score = enqueue time (ms)
 	workflow  string // prefix of workflow hashes: + workflow ID (lua/wflib.lua)
 	wfDone    string // zset of finished workflow hashes, score = end of retention (ms)
+	fetch     string // prefix of fetch records: + token prefix (lua/fetch.lua)
 
 	// taskPattern is a KEYS/SCAN glob matching every task key of the
 	// queue. It is not a key: escaping may change its hash tag, so it is
@@ -81,6 +82,11 @@ type queueKeys struct {
 	// deleted (DeleteQueue) and this one still fills is listed again.
 	registered   atomic.Bool
 	registeredAt atomic.Int64
+
+	// refetch holds the token prefix of a fetch of this Broker whose
+	// outcome is unknown (the reply was lost); the next Fetch of the queue
+	// takes it and calls with it again (Broker.Fetch).
+	refetch atomic.Pointer[string]
 }
 
 // reregisterEvery is how often Enqueue adds a queue to keyQueues again.
@@ -123,6 +129,7 @@ func newQueueKeys(q string) *queueKeys {
 		waiting:     p + "waiting",
 		workflow:    p + "w:",
 		wfDone:      p + "wfdone",
+		fetch:       p + "fetch:",
 		taskPattern: globEscape(p+"t:") + "*",
 	}
 }

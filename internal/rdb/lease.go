@@ -28,14 +28,23 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if p.LeaseDuration <= 0 {
 		return nil, fmt.Errorf("rdb: fetch %s: %w: LeaseDuration %v is not positive", p.Queue, base.ErrInvalidArgument, p.LeaseDuration)
 	}
-	prefix := tokenPrefix(p.ServerID)
+	prefix := k.takeRefetch(p.ServerID)
+	if prefix == "" {
+		prefix = tokenPrefix(p.ServerID)
+	}
 	c := call{
 		s:    scriptFetch,
-		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events},
+		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix},
 		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen},
 	}
 	vals, err := b.run(ctx, c).ToArray()
 	if err != nil {
+		if outcomeUnknown(err) {
+			// The script may have leased tasks whose reply was lost: the
+			// next Fetch of the queue calls with this prefix again and
+			// gets them (lua/fetch.lua's record).
+			k.refetch.CompareAndSwap(nil, &prefix)
+		}
 		return nil, b.wrap("fetch "+p.Queue, err)
 	}
 	if len(vals) == 0 {
@@ -89,6 +98,32 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// takeRefetch takes the token prefix of an earlier fetch of server
+// serverID whose outcome is unknown, if there is one; else "". A prefix of
+// another server is left for it.
+func (k *queueKeys) takeRefetch(serverID string) string {
+	if k.refetch.Load() == nil {
+		return ""
+	}
+	p := k.refetch.Swap(nil)
+	if p == nil {
+		return ""
+	}
+	if len(*p) > len(serverID) && strings.HasPrefix(*p, serverID) && (*p)[len(serverID)] == '/' {
+		return *p
+	}
+	k.refetch.CompareAndSwap(nil, p)
+	return ""
+}
+
+// outcomeUnknown tells whether a call that failed with err may have run
+// on Redis: anything but an error reply (a connection closed or reset, a
+// timeout after the request was sent).
+func outcomeUnknown(err error) bool {
+	var re *rueidis.RedisError
+	return !errors.As(err, &re)
 }
 
 // minTokenPrefix is the least length of a lease token's prefix: a token
