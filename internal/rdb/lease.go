@@ -28,14 +28,14 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if p.LeaseDuration <= 0 {
 		return nil, fmt.Errorf("rdb: fetch %s: %w: LeaseDuration %v is not positive", p.Queue, base.ErrInvalidArgument, p.LeaseDuration)
 	}
-	prefix := k.takeRefetch(p.ServerID)
+	prefix, again := k.takeRefetch(p.ServerID), "1"
 	if prefix == "" {
-		prefix = tokenPrefix(p.ServerID)
+		prefix, again = tokenPrefix(p.ServerID), "0"
 	}
 	c := call{
 		s:    scriptFetch,
 		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix},
-		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen},
+		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen, again},
 	}
 	vals, err := b.run(ctx, c).ToArray()
 	if err != nil {

@@ -9,6 +9,7 @@
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] max tasks  ARGV[3] lease ms
 -- ARGV[4] token prefix ("<server ID>/<random>.", from the caller)
 -- ARGV[5] event log length ('0' = off)
+-- ARGV[6] '1' when ARGV[4] is used again (its record is then read)
 -- Returns {} when the queue is paused or empty; {-1, retry-in ms} when the
 -- settings (max concurrency, rate limit, the keys' limits) allow no task
 -- now; else {deadline ms, lease ms, id, token, m, n, e, f, id, token,
@@ -18,8 +19,8 @@
 -- (Complete must read it).
 -- The record (KEYS[8], named after ARGV[4]) holds the IDs this fetch
 -- leased, '\n' between them, for the lease's duration: a call again with
--- the same prefix (rdb.Fetch's, after an error that may hide a reply)
--- answers the tasks of the record whose lease that prefix still holds,
+-- the same prefix and ARGV[6] '1' (rdb.Fetch's, after an error that may
+-- hide a reply) answers the tasks of the record whose lease that prefix still holds,
 -- their deadlines renewed, and leases no new task; when it holds none, the
 -- record is dropped and the call leases afresh.
 -- An ID without a task (never written by these scripts) is dropped
@@ -28,7 +29,7 @@
 -- rl rate (tasks/s), rb burst, ld lease ms; tk, tt the rate limit's token
 -- bucket (tokens at time tt ms); pl, kk, kc, kr, kb the lanes' marks and
 -- the keys' limits (lanelib.lua).
-local rec = redis.call('GET', KEYS[8])
+local rec = ARGV[6] == '1' and redis.call('GET', KEYS[8])
 if rec then
   local t = now_ms(ARGV[1])
   local ld = tonumber(redis.call('HGET', KEYS[6], 'ld') or ARGV[3])
