@@ -127,7 +127,7 @@ func TestFetchAgainWithoutRecordLeasesAfresh(t *testing.T) {
 	}
 	px.Restore()
 	k, _ := b.keys("q")
-	if k.refetch.Load() == nil {
+	if k.refetchN.Load() != 1 {
 		t.Fatal("a fetch that failed with the connection did not keep its prefix")
 	}
 	ls, err := b.Fetch(ctx, p)
@@ -143,7 +143,7 @@ func TestFetchAgainWithoutRecordLeasesAfresh(t *testing.T) {
 	}
 	mustEnqueue(t, direct, msg("q", "b"), time.Time{})
 	prefix := ls[0].Token[:len(ls[0].Token)-1]
-	k.refetch.Store(&prefix)
+	k.keepRefetch(prefix)
 	ls, err = b.Fetch(ctx, p)
 	if err != nil || len(ls) != 1 || ls[0].Msg.ID != "b" {
 		t.Fatalf("Fetch with a spent record = %v, %v; want task b", ls, err)

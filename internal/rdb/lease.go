@@ -40,10 +40,10 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	vals, err := b.run(ctx, c).ToArray()
 	if err != nil {
 		if outcomeUnknown(err) {
-			// The script may have leased tasks whose reply was lost: the
+			// The script may have leased tasks whose reply was lost: a
 			// next Fetch of the queue calls with this prefix again and
 			// gets them (lua/fetch.lua's record).
-			k.refetch.CompareAndSwap(nil, &prefix)
+			k.keepRefetch(prefix)
 		}
 		return nil, b.wrap("fetch "+p.Queue, err)
 	}
@@ -98,24 +98,6 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		return nil, firstErr
 	}
 	return out, nil
-}
-
-// takeRefetch takes the token prefix of an earlier fetch of server
-// serverID whose outcome is unknown, if there is one; else "". A prefix of
-// another server is left for it.
-func (k *queueKeys) takeRefetch(serverID string) string {
-	if k.refetch.Load() == nil {
-		return ""
-	}
-	p := k.refetch.Swap(nil)
-	if p == nil {
-		return ""
-	}
-	if len(*p) > len(serverID) && strings.HasPrefix(*p, serverID) && (*p)[len(serverID)] == '/' {
-		return *p
-	}
-	k.refetch.CompareAndSwap(nil, p)
-	return ""
 }
 
 // outcomeUnknown tells whether a call that failed with err may have run
