@@ -155,3 +155,48 @@ func TestFetchAgainWithoutRecordLeasesAfresh(t *testing.T) {
 		t.Errorf("task b after its completion: %v, want not found", err)
 	}
 }
+
+// A fetch again with a smaller Max than the lost one hands out at most Max
+// of its tasks per call, each once, and the rest on the next calls.
+func TestFetchAgainHonoursMax(t *testing.T) {
+	rs := redistest.Start(t)
+	px := redistest.StartProxy(t, rs.Addr)
+	direct := openThrough(t, rs.Addr)
+	b := openThrough(t, px.Addr)
+	ctx := t.Context()
+	var want []string
+	for i := range 5 {
+		m := msg("q", fmt.Sprint("t", i))
+		mustEnqueue(t, direct, m, time.Time{})
+		want = append(want, m.ID)
+	}
+	p := broker.FetchParams{Queue: "q", Max: 10, LeaseDuration: 30 * time.Second, ServerID: "s1"}
+	dropped := px.DropNextReply()
+	if ls, err := b.Fetch(ctx, p); err == nil {
+		t.Fatalf("Fetch whose reply was dropped = %d leases, nil error; want an error", len(ls))
+	}
+	<-dropped
+	mustEnqueue(t, direct, msg("q", "later"), time.Time{})
+	p.Max = 2
+	var got []*broker.Lease
+	for range 3 {
+		ls, err := b.Fetch(ctx, p)
+		if err != nil || len(ls) == 0 || len(ls) > 2 {
+			t.Fatalf("Fetch again with Max 2 = %d leases, %v; want 1 or 2", len(ls), err)
+		}
+		got = append(got, ls...)
+	}
+	if ids := leaseIDs(got); !slices.Equal(ids, want) {
+		t.Fatalf("three fetches again with Max 2 = %v, want the tasks of the lost reply %v once each", ids, want)
+	}
+	ls, err := b.Fetch(ctx, p)
+	if err != nil || len(ls) != 1 || ls[0].Msg.ID != "later" {
+		t.Fatalf("the next Fetch = %d leases, %v; want the task enqueued later", len(ls), err)
+	}
+	for i, err := range b.Complete(ctx, []broker.LeaseRef{got[0].Ref(), got[1].Ref(), got[2].Ref(), got[3].Ref(), got[4].Ref(), ls[0].Ref()}) {
+		if err != nil {
+			t.Errorf("Complete %d: %v", i, err)
+		}
+	}
+	checkInvariants(t, direct)
+}

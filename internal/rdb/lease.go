@@ -62,6 +62,12 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		return nil, &broker.ThrottledError{Queue: p.Queue, RetryIn: time.Duration(leaseMS) * time.Millisecond}
 	}
 	vals = vals[2:]
+	if len(vals)%6 == 1 && again == "1" {
+		// A fetch again handed out only p.Max of the tasks its record
+		// holds: the next Fetch takes the prefix for the others.
+		k.keepRefetch(prefix)
+		vals = vals[1:]
+	}
 	if len(vals)%6 != 0 {
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}

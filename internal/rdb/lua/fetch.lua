@@ -22,7 +22,10 @@
 -- the same prefix and ARGV[6] '1' (rdb.Fetch's, after an error that may
 -- hide a reply) answers the tasks of the record whose lease that prefix still holds,
 -- their deadlines renewed, and leases no new task; when it holds none, the
--- record is dropped and the call leases afresh.
+-- record is dropped and the call leases afresh. When it holds more than
+-- ARGV[2], it answers ARGV[2] of them with 'more' after the lease ms
+-- ({deadline, lease, 'more', id, ...}), and the record keeps the others
+-- only (an empty line for each handed out, so that the numbers stay).
 -- An ID without a task (never written by these scripts) is dropped
 -- from pending. The tasks' starts are logged in one entry (log_events).
 -- Settings (hash fields, settings.lua writes them): mc max concurrency,
@@ -35,14 +38,20 @@ if rec then
   local ld = tonumber(redis.call('HGET', KEYS[6], 'ld') or ARGV[3])
   local dl = istr(t + ld)
   local out = {t + ld, ld}
+  local room = tonumber(ARGV[2])
+  local rest, left = {}, false
   local i = 0
-  for id in string.gmatch(rec, '[^\n]+') do
+  for id in string.gmatch(rec .. '\n', '([^\n]*)\n') do
     i = i + 1
+    rest[i] = ''
     local tok = ARGV[4] .. short(i)
-    local h = redis.call('HGET', KEYS[3], id)
+    local h = id ~= '' and redis.call('HGET', KEYS[3], id)
     if h == tok or h == tok .. '+' then
       local f = task_get(KEYS[5] .. id, 'm', 'n', 'e', 'f')
-      if f[1] then
+      if f[1] and room == 0 then
+        rest[i], left = id, true
+      elseif f[1] then
+        room = room - 1
         redis.call('ZADD', KEYS[2], 'XX', dl, id)
         out[#out + 1] = id
         out[#out + 1] = tok
@@ -51,7 +60,12 @@ if rec then
     end
   end
   if #out > 2 then
-    redis.call('PEXPIRE', KEYS[8], ld)
+    if left then
+      redis.call('SET', KEYS[8], table.concat(rest, '\n'), 'PX', ld)
+      table.insert(out, 3, 'more')
+    else
+      redis.call('PEXPIRE', KEYS[8], ld)
+    end
     return out
   end
   redis.call('DEL', KEYS[8])
