@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +70,7 @@ type queueKeys struct {
 	waiting   string // zset of waiting workflow task IDs, score = enqueue time (ms)
 	workflow  string // prefix of workflow hashes: + workflow ID (lua/wflib.lua)
 	wfDone    string // zset of finished workflow hashes, score = end of retention (ms)
+	fetch     string // prefix of fetch records: + token prefix (lua/fetch.lua)
 
 	// taskPattern is a KEYS/SCAN glob matching every task key of the
 	// queue. It is not a key: escaping may change its hash tag, so it is
@@ -81,6 +83,47 @@ type queueKeys struct {
 	// deleted (DeleteQueue) and this one still fills is listed again.
 	registered   atomic.Bool
 	registeredAt atomic.Int64
+
+	// refetch holds the token prefixes of fetches of this Broker whose
+	// outcome is unknown (the reply may have been lost); the next Fetch of
+	// the queue takes one and calls with it again (Broker.Fetch).
+	// refetchN is len(refetch), read without the lock on the hot path.
+	refetchMu sync.Mutex
+	refetch   []string
+	refetchN  atomic.Int32
+}
+
+// maxRefetch bounds queueKeys.refetch: one prefix per fetch in flight
+// when the replies were lost; more would be fetch loops gone wild.
+const maxRefetch = 64
+
+// takeRefetch takes the token prefix of an earlier fetch of server
+// serverID whose outcome is unknown, if there is one; else "".
+func (k *queueKeys) takeRefetch(serverID string) string {
+	if k.refetchN.Load() == 0 {
+		return ""
+	}
+	k.refetchMu.Lock()
+	defer k.refetchMu.Unlock()
+	for i, p := range k.refetch {
+		if len(p) > len(serverID) && strings.HasPrefix(p, serverID) && p[len(serverID)] == '/' {
+			k.refetch = append(k.refetch[:i], k.refetch[i+1:]...)
+			k.refetchN.Store(int32(len(k.refetch)))
+			return p
+		}
+	}
+	return ""
+}
+
+// keepRefetch keeps the token prefix of a fetch whose outcome is unknown
+// for the next Fetch of the queue.
+func (k *queueKeys) keepRefetch(prefix string) {
+	k.refetchMu.Lock()
+	defer k.refetchMu.Unlock()
+	if len(k.refetch) < maxRefetch {
+		k.refetch = append(k.refetch, prefix)
+		k.refetchN.Store(int32(len(k.refetch)))
+	}
 }
 
 // reregisterEvery is how often Enqueue adds a queue to keyQueues again.
@@ -123,6 +166,7 @@ func newQueueKeys(q string) *queueKeys {
 		waiting:     p + "waiting",
 		workflow:    p + "w:",
 		wfDone:      p + "wfdone",
+		fetch:       p + "fetch:",
 		taskPattern: globEscape(p+"t:") + "*",
 	}
 }

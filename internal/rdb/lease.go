@@ -28,14 +28,23 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if p.LeaseDuration <= 0 {
 		return nil, fmt.Errorf("rdb: fetch %s: %w: LeaseDuration %v is not positive", p.Queue, base.ErrInvalidArgument, p.LeaseDuration)
 	}
-	prefix := tokenPrefix(p.ServerID)
+	prefix, again := k.takeRefetch(p.ServerID), "1"
+	if prefix == "" {
+		prefix, again = tokenPrefix(p.ServerID), "0"
+	}
 	c := call{
 		s:    scriptFetch,
-		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events},
-		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen},
+		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix},
+		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen, again},
 	}
 	vals, err := b.run(ctx, c).ToArray()
 	if err != nil {
+		if outcomeUnknown(err) {
+			// The script may have leased tasks whose reply was lost: a
+			// next Fetch of the queue calls with this prefix again and
+			// gets them (lua/fetch.lua's record).
+			k.keepRefetch(prefix)
+		}
 		return nil, b.wrap("fetch "+p.Queue, err)
 	}
 	if len(vals) == 0 {
@@ -53,6 +62,12 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		return nil, &broker.ThrottledError{Queue: p.Queue, RetryIn: time.Duration(leaseMS) * time.Millisecond}
 	}
 	vals = vals[2:]
+	if len(vals)%6 == 1 && again == "1" {
+		// A fetch again handed out only p.Max of the tasks its record
+		// holds: the next Fetch takes the prefix for the others.
+		k.keepRefetch(prefix)
+		vals = vals[1:]
+	}
 	if len(vals)%6 != 0 {
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
@@ -89,6 +104,14 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// outcomeUnknown tells whether a call that failed with err may have run
+// on Redis: anything but an error reply (a connection closed or reset, a
+// timeout after the request was sent).
+func outcomeUnknown(err error) bool {
+	var re *rueidis.RedisError
+	return !errors.As(err, &re)
 }
 
 // minTokenPrefix is the least length of a lease token's prefix: a token

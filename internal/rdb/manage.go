@@ -261,6 +261,9 @@ func (b *Broker) DeleteQueue(ctx context.Context, queue string, force bool) erro
 		case left == -2:
 			return fmt.Errorf("rdb: delete queue %s: it has active tasks: %w", queue, base.ErrQueueNotEmpty)
 		case left == 0:
+			if err := b.dropFetchRecords(ctx, k); err != nil {
+				return err
+			}
 			return b.unregister(ctx, k)
 		case round == maxDeleteRounds:
 			return fmt.Errorf("rdb: delete queue %s: tasks keep being enqueued into it; it is paused with its tasks deleted so far", queue)
@@ -293,6 +296,33 @@ func (b *Broker) deleteQueueTasks(ctx context.Context, k *queueKeys) error {
 			return fmt.Errorf("rdb: delete queue %s: %w", k.name, err)
 		}
 	}
+}
+
+// dropFetchRecords deletes the fetch records of queue k (lua/fetch.lua),
+// which outlive the fetch's tasks by up to a lease; DeleteQueue found no
+// task active, so none of them names a held lease. A SCAN of each node,
+// in steps, so that Redis is not blocked on a large keyspace.
+func (b *Broker) dropFetchRecords(ctx context.Context, k *queueKeys) error {
+	pat := globEscape(k.fetch) + "*"
+	for addr, n := range b.c.Nodes() {
+		var cursor uint64
+		for {
+			r := b.nodeDoMulti(ctx, n, n.B().Scan().Cursor(cursor).Match(pat).Count(1000).Build())[0]
+			e, err := r.AsScanEntry()
+			if err != nil {
+				return b.wrap("delete queue "+k.name+": scan "+addr, err)
+			}
+			if len(e.Elements) > 0 {
+				if err := b.do(ctx, b.c.B().Del().Key(e.Elements...).Build()).Error(); err != nil {
+					return b.wrap("delete queue "+k.name, err)
+				}
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // unregister removes a deleted queue's name from the set of queues.

@@ -5,10 +5,11 @@
 -- limits (lanelib.lua, broker.Broker.Fetch's doc).
 -- KEYS[1] pending list  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] paused flag   KEYS[5] task key prefix  KEYS[6] settings hash
--- KEYS[7] event log (stream)
+-- KEYS[7] event log (stream)  KEYS[8] this fetch's record (a string)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] max tasks  ARGV[3] lease ms
 -- ARGV[4] token prefix ("<server ID>/<random>.", from the caller)
 -- ARGV[5] event log length ('0' = off)
+-- ARGV[6] '1' when ARGV[4] is used again (its record is then read)
 -- Returns {} when the queue is paused or empty; {-1, retry-in ms} when the
 -- settings (max concurrency, rate limit, the keys' limits) allow no task
 -- now; else {deadline ms, lease ms, id, token, m, n, e, f, id, token,
@@ -16,12 +17,59 @@
 -- hash stores it with '+' appended when the task has a unique key, a
 -- retention or a fair-sharing key, is watched or is a workflow task
 -- (Complete must read it).
+-- The record (KEYS[8], named after ARGV[4]) holds the IDs this fetch
+-- leased, '\n' between them, for the lease's duration: a call again with
+-- the same prefix and ARGV[6] '1' (rdb.Fetch's, after an error that may
+-- hide a reply) answers the tasks of the record whose lease that prefix still holds,
+-- their deadlines renewed, and leases no new task; when it holds none, the
+-- record is dropped and the call leases afresh. When it holds more than
+-- ARGV[2], it answers ARGV[2] of them with 'more' after the lease ms
+-- ({deadline, lease, 'more', id, ...}), and the record keeps the others
+-- only (an empty line for each handed out, so that the numbers stay).
 -- An ID without a task (never written by these scripts) is dropped
 -- from pending. The tasks' starts are logged in one entry (log_events).
 -- Settings (hash fields, settings.lua writes them): mc max concurrency,
 -- rl rate (tasks/s), rb burst, ld lease ms; tk, tt the rate limit's token
 -- bucket (tokens at time tt ms); pl, kk, kc, kr, kb the lanes' marks and
 -- the keys' limits (lanelib.lua).
+local rec = ARGV[6] == '1' and redis.call('GET', KEYS[8])
+if rec then
+  local t = now_ms(ARGV[1])
+  local ld = tonumber(redis.call('HGET', KEYS[6], 'ld') or ARGV[3])
+  local dl = istr(t + ld)
+  local out = {t + ld, ld}
+  local room = tonumber(ARGV[2])
+  local rest, left = {}, false
+  local i = 0
+  for id in string.gmatch(rec .. '\n', '([^\n]*)\n') do
+    i = i + 1
+    rest[i] = ''
+    local tok = ARGV[4] .. short(i)
+    local h = id ~= '' and redis.call('HGET', KEYS[3], id)
+    if h == tok or h == tok .. '+' then
+      local f = task_get(KEYS[5] .. id, 'm', 'n', 'e', 'f')
+      if f[1] and room == 0 then
+        rest[i], left = id, true
+      elseif f[1] then
+        room = room - 1
+        redis.call('ZADD', KEYS[2], 'XX', dl, id)
+        out[#out + 1] = id
+        out[#out + 1] = tok
+        for j = 1, 4 do out[#out + 1] = f[j] end
+      end
+    end
+  end
+  if #out > 2 then
+    if left then
+      redis.call('SET', KEYS[8], table.concat(rest, '\n'), 'PX', ld)
+      table.insert(out, 3, 'more')
+    else
+      redis.call('PEXPIRE', KEYS[8], ld)
+    end
+    return out
+  end
+  redis.call('DEL', KEYS[8])
+end
 if redis.call('EXISTS', KEYS[4]) == 1 then return {} end
 -- WIDE_MEMBER: 72 bytes, a control character first (see the ZADD below);
 -- a constant, made once when the script is loaded.
@@ -234,6 +282,7 @@ if n > 0 then
   local started = {}
   for i = 1, #lset, 2 do started[#started + 1] = lset[i] end
   log_events(KEYS[7], ARGV[5], ARGV[1], 's', started, string.rep('1', n))
+  redis.call('SET', KEYS[8], table.concat(started, '\n'), 'PX', lease)
 end
 if tokens then
   redis.call('HSET', KEYS[6], 'tk', string.format('%.17g', tokens - n), 'tt', istr(now))
