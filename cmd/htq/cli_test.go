@@ -349,7 +349,7 @@ func TestCLIQueuesAndTasks(t *testing.T) {
 func TestCLIToken(t *testing.T) {
 	backends(t, func(t *testing.T, broker string) {
 		p := startBinary(t, broker)
-		generated := tokenRE.FindString(p.stdout.String())
+		generated := p.generatedToken(t)
 		if generated == "" {
 			t.Fatalf("no generated token: %q", p.stdout.String())
 		}

@@ -252,12 +252,27 @@ func mustRead(r *http.Request) []byte {
 
 var tokenRE = regexp.MustCompile(`htq_[A-Za-z0-9_-]{43}`)
 
+// generatedToken returns the token htq serve printed on its first start.
+// The process writes it before it answers /readyz, but os/exec copies the
+// child's stdout into the buffer from a goroutine of its own, which may
+// not have run yet: wait up to 5 s for it.
+func (p *proc) generatedToken(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if tok := tokenRE.FindString(p.stdout.String()); tok != "" || time.Now().After(deadline) {
+			return tok
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // The first start on new data prints a generated token once; the next
 // start uses it and prints nothing.
 func TestBinaryGeneratedToken(t *testing.T) {
 	broker := "file:" + filepath.Join(t.TempDir(), "data")
 	p := startBinary(t, broker)
-	token := tokenRE.FindString(p.stdout.String())
+	token := p.generatedToken(t)
 	if token == "" {
 		t.Fatalf("first start printed no token: %q", p.stdout.String())
 	}
