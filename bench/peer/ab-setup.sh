@@ -1,13 +1,15 @@
-# Sourced by run-ab.sh and run-embcommit.sh, which compare this checkout
-# with another (BASE) in one run: builds both peerbench binaries
-# (bin/peerbench, bin/peerbench-base) and starts a private redis-server
-# without persistence on 127.0.0.1:$PORT, stopped and removed on exit.
-# Expects BASE, PORT, GO and a log function; sets DATA (a scratch
-# directory removed on exit) and REDIS_PID.
+# Sourced by run-ab.sh, run-embcommit.sh and run-process.sh, which compare
+# this checkout with another (BASE) in one run: builds both peerbench
+# binaries (bin/peerbench, and bin/peerbench-base when BASE is set) and
+# starts a private redis-server without persistence on 127.0.0.1:$PORT,
+# stopped and removed on exit. Expects PORT, GO and a log function (BASE
+# optional); sets DATA (a scratch directory removed on exit) and REDIS_PID.
 
-log "building this checkout and $BASE"
+log "building this checkout${BASE:+ and $BASE}"
 "$GO" build -o bin/peerbench ./cmd/peerbench
-(cd "$BASE/bench/peer" && "$GO" build -o "$OLDPWD/bin/peerbench-base" ./cmd/peerbench)
+if [ -n "${BASE:-}" ]; then
+  (cd "$BASE/bench/peer" && "$GO" build -o "$OLDPWD/bin/peerbench-base" ./cmd/peerbench)
+fi
 
 if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
   log "something already listens on 127.0.0.1:$PORT; refusing to FLUSHALL it (set PORT)"; exit 1

@@ -22,26 +22,9 @@ OUT=${OUT:-results-latest-process.jsonl}
 GO=${GO:-go}
 ADDR=127.0.0.1:$PORT
 
-"$GO" build -o bin/peerbench ./cmd/peerbench
-if [ -n "${BASE:-}" ]; then
-	(cd "$BASE/bench/peer" && "$GO" build -o "$OLDPWD/bin/peerbench-base" ./cmd/peerbench)
-fi
-if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
-	echo "something already listens on 127.0.0.1:$PORT; refusing to FLUSHALL it (set PORT)" >&2; exit 1
-fi
-DATA=$(mktemp -d)
-REDIS_PID=""
-cleanup() {
-	if [ -n "$REDIS_PID" ] && kill -0 "$REDIS_PID" 2>/dev/null; then
-		kill -TERM "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null || true
-	fi
-	rm -rf "$DATA"
-}
-trap cleanup EXIT
-redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DATA" --save "" --appendonly no \
-	--logfile redis.log --daemonize no &
-REDIS_PID=$!
-for _ in $(seq 50); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+log() { printf '[run-process %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# shellcheck source=ab-setup.sh
+. ./ab-setup.sh
 
 load() { printf '{"scenario":"loadavg","loadavg":"%s","time":"%s"}\n' "$(cut -d' ' -f1-3 /proc/loadavg)" "$(date -u +%FT%TZ)" >>"$OUT"; }
 : >"$OUT"

@@ -26,6 +26,30 @@ func openThrough(t *testing.T, addr string) *Broker {
 	return b
 }
 
+// brokersAroundProxy starts a redis-server and a loopback proxy in front
+// of it, and returns the proxy, a Broker connected directly and one
+// connected through the proxy.
+func brokersAroundProxy(t *testing.T) (px *redistest.Proxy, direct, through *Broker) {
+	t.Helper()
+	rs := redistest.Start(t)
+	px = redistest.StartProxy(t, rs.Addr)
+	return px, openThrough(t, rs.Addr), openThrough(t, px.Addr)
+}
+
+// enqueueN enqueues n tasks t0 … t<n-1> into queue q through b, each with
+// MaxRetry maxRetry, and returns their IDs.
+func enqueueN(t *testing.T, b *Broker, n, maxRetry int) []string {
+	t.Helper()
+	ids := make([]string, 0, n)
+	for i := range n {
+		m := msg("q", fmt.Sprint("t", i))
+		m.MaxRetry = maxRetry
+		mustEnqueue(t, b, m, time.Time{})
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
 func leaseIDs(ls []*broker.Lease) []string {
 	ids := make([]string, len(ls))
 	for i, l := range ls {
@@ -42,18 +66,9 @@ func leaseIDs(ls []*broker.Lease) []string {
 // once, are completed, and no lease expires (MaxRetry 0 would archive a
 // task that never ran).
 func TestFetchWhoseReplyWasLost(t *testing.T) {
-	rs := redistest.Start(t)
-	px := redistest.StartProxy(t, rs.Addr)
-	direct := openThrough(t, rs.Addr)
-	b := openThrough(t, px.Addr)
+	px, direct, b := brokersAroundProxy(t)
 	ctx := t.Context()
-	var want []string
-	for i := range 5 {
-		m := msg("q", fmt.Sprint("t", i))
-		m.MaxRetry = 0
-		mustEnqueue(t, direct, m, time.Time{})
-		want = append(want, m.ID)
-	}
+	want := enqueueN(t, direct, 5, 0)
 	p := broker.FetchParams{Queue: "q", Max: 10, LeaseDuration: 30 * time.Second, ServerID: "s1"}
 
 	dropped := px.DropNextReply()
@@ -113,10 +128,7 @@ func TestFetchWhoseReplyWasLost(t *testing.T) {
 // Fetch, which finds no record and leases afresh; so does a prefix whose
 // record names no task it still holds.
 func TestFetchAgainWithoutRecordLeasesAfresh(t *testing.T) {
-	rs := redistest.Start(t)
-	px := redistest.StartProxy(t, rs.Addr)
-	direct := openThrough(t, rs.Addr)
-	b := openThrough(t, px.Addr)
+	px, direct, b := brokersAroundProxy(t)
 	ctx := t.Context()
 	p := broker.FetchParams{Queue: "q", Max: 10, LeaseDuration: 30 * time.Second, ServerID: "s1"}
 	mustEnqueue(t, direct, msg("q", "a"), time.Time{})
@@ -159,17 +171,9 @@ func TestFetchAgainWithoutRecordLeasesAfresh(t *testing.T) {
 // A fetch again with a smaller Max than the lost one hands out at most Max
 // of its tasks per call, each once, and the rest on the next calls.
 func TestFetchAgainHonoursMax(t *testing.T) {
-	rs := redistest.Start(t)
-	px := redistest.StartProxy(t, rs.Addr)
-	direct := openThrough(t, rs.Addr)
-	b := openThrough(t, px.Addr)
+	px, direct, b := brokersAroundProxy(t)
 	ctx := t.Context()
-	var want []string
-	for i := range 5 {
-		m := msg("q", fmt.Sprint("t", i))
-		mustEnqueue(t, direct, m, time.Time{})
-		want = append(want, m.ID)
-	}
+	want := enqueueN(t, direct, 5, 3)
 	p := broker.FetchParams{Queue: "q", Max: 10, LeaseDuration: 30 * time.Second, ServerID: "s1"}
 	dropped := px.DropNextReply()
 	if ls, err := b.Fetch(ctx, p); err == nil {
