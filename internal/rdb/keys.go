@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/htqueue/htq/internal/base"
+	"github.com/htqueue/htq/internal/broker"
 )
 
 // Every Redis key and channel name htq uses is built in this file; the Lua
@@ -106,7 +107,7 @@ func (k *queueKeys) takeRefetch(serverID string) string {
 	k.refetchMu.Lock()
 	defer k.refetchMu.Unlock()
 	for i, p := range k.refetch {
-		if len(p) > len(serverID) && strings.HasPrefix(p, serverID) && p[len(serverID)] == '/' {
+		if broker.ServerOfToken(p) == serverID {
 			k.refetch = append(k.refetch[:i], k.refetch[i+1:]...)
 			k.refetchN.Store(int32(len(k.refetch)))
 			return p
