@@ -34,6 +34,27 @@ func snapshot(t *testing.T, b *Broker) map[string]string {
 	return out
 }
 
+// requireSameSnapshot stops the test at step when after (a snapshot of a
+// reopened or recovered store) differs from before, naming every key that
+// changed or appeared.
+func requireSameSnapshot(t *testing.T, step int, before, after map[string]string) {
+	t.Helper()
+	if reflect.DeepEqual(before, after) {
+		return
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("step %d: %s\nbefore %s\nafter  %s", step, k, v, after[k])
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			t.Errorf("step %d: %s appeared", step, k)
+		}
+	}
+	t.FailNow()
+}
+
 func pendingIDs(q *queue) []string {
 	var ids []string
 	q.pending.ascending(func(t *task) bool {
@@ -133,19 +154,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 				t.Fatalf("step %d: reopen: %v", step, err)
 			}
 			after := snapshot(t, b)
-			if !reflect.DeepEqual(before, after) {
-				for k, v := range before {
-					if after[k] != v {
-						t.Errorf("step %d: %s\nbefore %s\nafter  %s", step, k, v, after[k])
-					}
-				}
-				for k := range after {
-					if _, ok := before[k]; !ok {
-						t.Errorf("step %d: %s appeared", step, k)
-					}
-				}
-				t.FailNow()
-			}
+			requireSameSnapshot(t, step, before, after)
 			if err := b.CheckInvariants(ctx); err != nil {
 				t.Fatalf("step %d after reopen: %v", step, err)
 			}

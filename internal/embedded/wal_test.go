@@ -161,19 +161,7 @@ func TestLogReplay(t *testing.T) {
 			t.Fatalf("step %d: crash copy: %v", step, err)
 		}
 		_ = c.Close()
-		if !reflect.DeepEqual(before, after) {
-			for k, v := range before {
-				if after[k] != v {
-					t.Errorf("step %d: %s\nbefore %s\nafter  %s", step, k, v, after[k])
-				}
-			}
-			for k := range after {
-				if _, ok := before[k]; !ok {
-					t.Errorf("step %d: %s appeared", step, k)
-				}
-			}
-			t.FailNow()
-		}
+		requireSameSnapshot(t, step, before, after)
 	}
 	b.mu.Lock()
 	records, ckpt := b.wal.seq, b.ckptSeq
