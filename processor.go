@@ -425,13 +425,8 @@ func (p *processor) nextTask() *activeTask {
 	return at
 }
 
-// take returns the oldest task in waiting, which is not empty.
-func (p *processor) take() *activeTask {
-	p.waitMu.Lock()
-	defer p.waitMu.Unlock()
-	return p.takeLocked()
-}
-
+// takeLocked returns the oldest task in waiting, which is not empty;
+// waitMu is held.
 func (p *processor) takeLocked() *activeTask {
 	p.nwaiting.Add(-1)
 	at := p.waiting[p.next]

@@ -383,9 +383,6 @@ func (l *pendingList) build(sorted []*task) {
 	}
 }
 
-// ascending calls f for every task in fetch order while f returns true.
-func (l *pendingList) ascending(f func(*task) bool) { ascendFrom(l.root, 0, f) }
-
 // ascendFrom calls f for the tasks from rank k (0 is fetched next) on, in
 // fetch order, while f returns true: O(log n) to reach rank k.
 func (l *pendingList) ascendFrom(k int, f func(*task) bool) { ascendFrom(l.root, k, f) }

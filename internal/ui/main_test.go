@@ -116,23 +116,6 @@ func (c *client) do(method, path string, body any, hdr map[string]string) (*http
 
 var bearer = map[string]string{"Authorization": "Bearer " + testToken}
 
-// status sends a request with the bearer token and returns the answer's
-// status without reading its body (which, for a stream, does not end).
-func (c *client) status(method, path string) int {
-	c.t.Helper()
-	req, err := http.NewRequest(method, c.base+path, nil)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", bearer["Authorization"])
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 // must sends a request with the bearer token and fails the test unless
 // the status is want; out (when not nil) receives the JSON answer.
 func (c *client) must(want int, method, path string, body, out any) {
