@@ -43,6 +43,10 @@ type acker struct {
 
 	mu       sync.RWMutex // guards isClosed against sends on a closed in
 	isClosed bool
+
+	// refs is write's buffer for the lease references of a batch, kept
+	// between batches (used by the loop's goroutine alone).
+	refs []broker.LeaseRef
 }
 
 const (
@@ -144,10 +148,14 @@ func (a *acker) loop() {
 			closedAt = a.clock.Now()
 		}
 		n := min(len(pending), maxAckBatch)
-		failed := a.write(pending[:n], closedAt)
-		pending = append(failed, pending[n:]...)
+		failed := len(a.write(pending[:n], closedAt))
+		// The ones to try again are pending[:failed] now: the rest follow
+		// them in the same array, which the next batches reuse.
+		left := failed + copy(pending[failed:], pending[n:])
+		clear(pending[left:])
+		pending = pending[:left]
 		switch {
-		case len(failed) == 0:
+		case failed == 0:
 			backoff = 0
 		case backoff == 0:
 			backoff = ackBackoffMin
@@ -158,15 +166,19 @@ func (a *acker) loop() {
 }
 
 // write completes a batch and returns the tasks to try again (see the
-// type's comment for which).
+// type's comment for which): the first of batch, moved there in their
+// order.
 func (a *acker) write(batch []*activeTask, closedAt time.Time) (again []*activeTask) {
-	refs := make([]broker.LeaseRef, len(batch))
-	for i, at := range batch {
-		refs[i] = at.lease.Ref()
+	refs := a.refs[:0]
+	for _, at := range batch {
+		refs = append(refs, at.lease.Ref())
 	}
+	a.refs = refs
+	defer clear(refs) // hold no task's strings until the next batch
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	errs := a.b.Complete(ctx, refs)
 	cancel()
+	again = batch[:0]
 	now := a.clock.Now()
 	drainOver := !closedAt.IsZero() && now.Sub(closedAt) > ackDrainLimit
 	for i, at := range batch {

@@ -3,21 +3,20 @@ package htq
 import (
 	"context"
 
+	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/lazydeadline"
 )
 
 type ctxKey struct{}
 
-// taskMetadata is what a handler's context knows about its task.
+// taskMetadata is what a handler's context knows about its task: its
+// message (ID, queue, retry counts, workflow), read and never written
+// (pointers, so that the metadata in every activeTask costs 16 bytes),
+// and for a workflow task deps, which reads its dependencies' results
+// (nil for other tasks).
 type taskMetadata struct {
-	id       string
-	queue    string
-	retried  int
-	maxRetry int
-	// workflow and workflowTask name a workflow task's workflow; deps
-	// reads its dependencies' results (nil for other tasks).
-	workflow, workflowTask string
-	deps                   *depsLoader
+	msg  *base.TaskMessage
+	deps *depsLoader
 }
 
 // taskCtx is a context holding its task's metadata. As the context of
@@ -42,7 +41,9 @@ func (c *taskCtx) Value(key any) any {
 }
 
 // String names the context for debugging, as the standard ones do.
-func (c *taskCtx) String() string { return "htq.taskContext(" + c.md.queue + "/" + c.md.id + ")" }
+func (c *taskCtx) String() string {
+	return "htq.taskContext(" + c.md.msg.Queue + "/" + c.md.msg.ID + ")"
+}
 
 // withTaskMetadata returns a child of ctx holding md (for the hooks of
 // a task whose handler does not run, such as the recoverer's), and the
@@ -65,24 +66,36 @@ func metadata(ctx context.Context) (taskMetadata, bool) {
 // false for a context that did not come from a Server.
 func GetTaskID(ctx context.Context) (id string, ok bool) {
 	md, ok := metadata(ctx)
-	return md.id, ok
+	if !ok {
+		return "", false
+	}
+	return md.msg.ID, true
 }
 
 // GetRetryCount returns how many times the task has been retried before
 // this attempt (0 on the first attempt).
 func GetRetryCount(ctx context.Context) (n int, ok bool) {
 	md, ok := metadata(ctx)
-	return md.retried, ok
+	if !ok {
+		return 0, false
+	}
+	return md.msg.Retried, true
 }
 
 // GetMaxRetry returns how many retries the task is allowed.
 func GetMaxRetry(ctx context.Context) (n int, ok bool) {
 	md, ok := metadata(ctx)
-	return md.maxRetry, ok
+	if !ok {
+		return 0, false
+	}
+	return md.msg.MaxRetry, true
 }
 
 // GetQueueName returns the queue the task was fetched from.
 func GetQueueName(ctx context.Context) (queue string, ok bool) {
 	md, ok := metadata(ctx)
-	return md.queue, ok
+	if !ok {
+		return "", false
+	}
+	return md.msg.Queue, true
 }

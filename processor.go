@@ -353,11 +353,17 @@ func (p *processor) fetchLoop(ctx context.Context, wake <-chan struct{}) {
 
 // track registers the tasks of leases, fetched by a call answered at now,
 // so that the heartbeater renews their leases.
+//
+// The batch's tasks share one array: one allocation per fetch instead of
+// one per task (as the broker's leases and messages do). A handler that
+// keeps its context or task after it returns keeps that array alive.
 func (p *processor) track(leases []*broker.Lease, now time.Time) []*activeTask {
 	ats := make([]*activeTask, len(leases))
+	batch := make([]activeTask, len(leases))
 	base := p.baseContext()
 	for i, l := range leases {
-		at := &activeTask{lease: l, leaseDuration: l.Duration}
+		at := &batch[i]
+		at.lease, at.leaseDuration = l, l.Duration
 		if at.leaseDuration <= 0 {
 			at.leaseDuration = p.leaseDuration
 		}
@@ -529,12 +535,9 @@ func (p *processor) run(at *activeTask, timeIt bool) {
 	now := p.clock.Now()
 	at.started.Store(now.UnixNano())
 
-	ref := l.Ref()
-	md := &at.ctx.md
-	*md = taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry}
+	at.ctx.md.msg = msg
 	if msg.Workflow != "" {
-		md.workflow, md.workflowTask = msg.Workflow, msg.WorkflowTask
-		md.deps = &depsLoader{b: p.broker, lease: ref}
+		at.ctx.md.deps = &depsLoader{b: p.broker, lease: l.Ref()}
 	}
 	if deadline, ok := taskDeadline(msg, now); ok {
 		at.ctx.SetDeadline(deadline)
@@ -543,7 +546,7 @@ func (p *processor) run(at *activeTask, timeIt bool) {
 	// still gets it live).
 	defer at.ctx.Cancel(nil)
 	ctx, span := p.tracing.startAttempt(&at.ctx, msg)
-	at.writer = ResultWriter{ctx: ctx, b: p.broker, lease: ref}
+	at.writer = ResultWriter{ctx: ctx, b: p.broker, lease: l}
 	at.task = Task{typename: msg.Type, payload: msg.Payload, w: &at.writer}
 	task := &at.task
 	var err error

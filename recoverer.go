@@ -68,7 +68,7 @@ func (r *recoverer) recover(ctx context.Context, l *broker.Lease) {
 	if r.watch.unreachableWithin(term + time.Second) {
 		failure, isFailure = fmt.Errorf("%w while the storage was unreachable", ErrLeaseExpired), false
 	}
-	hctx, endHooks := withTaskMetadata(ctx, taskMetadata{id: msg.ID, queue: msg.Queue, retried: msg.Retried, maxRetry: msg.MaxRetry})
+	hctx, endHooks := withTaskMetadata(ctx, taskMetadata{msg: msg})
 	defer endHooks()
 	task := NewTask(msg.Type, msg.Payload)
 	if r.beforeArchive != nil && attempt.Archives(msg.Retried, msg.MaxRetry, false, isFailure) {

@@ -42,20 +42,20 @@ func (t *Task) ResultWriter() *ResultWriter { return t.w }
 type ResultWriter struct {
 	ctx   context.Context // the attempt's; Write detaches it from its cancelation
 	b     broker.Broker
-	lease broker.LeaseRef
+	lease *broker.Lease
 }
 
 // Write stores data as the task's result, replacing any earlier one. It
 // fails with ErrLeaseLost when the worker no longer holds the task.
 func (w *ResultWriter) Write(data []byte) (n int, err error) {
-	if err := w.b.WriteResult(context.WithoutCancel(w.ctx), w.lease, data); err != nil {
-		return 0, fmt.Errorf("htq: write result of task %s: %w", w.lease.ID, err)
+	if err := w.b.WriteResult(context.WithoutCancel(w.ctx), w.lease.Ref(), data); err != nil {
+		return 0, fmt.Errorf("htq: write result of task %s: %w", w.lease.Msg.ID, err)
 	}
 	return len(data), nil
 }
 
 // TaskID returns the ID of the task the writer belongs to.
-func (w *ResultWriter) TaskID() string { return w.lease.ID }
+func (w *ResultWriter) TaskID() string { return w.lease.Msg.ID }
 
 // TaskState is the state of a task.
 type TaskState int

@@ -537,8 +537,8 @@ func Dependencies(ctx context.Context) ([]*DependencyResult, error) {
 // no workflow, or a context that did not come from a Server.
 func GetWorkflowID(ctx context.Context) (workflow, task string, ok bool) {
 	md, ok := metadata(ctx)
-	if !ok || md.workflow == "" {
+	if !ok || md.msg.Workflow == "" {
 		return "", "", false
 	}
-	return md.workflow, md.workflowTask, true
+	return md.msg.Workflow, md.msg.WorkflowTask, true
 }
