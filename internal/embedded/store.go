@@ -472,16 +472,26 @@ func (s *boltStore) putTasks(tx *bolt.Tx, recs map[uint64][]byte) error {
 	}
 	slices.Sort(s.seqs)
 	var key [8]byte
+	// Deletes go through one cursor, positioned anew for each (Bucket.Delete
+	// would make a cursor and grow its stack each time: three allocations
+	// per completed task).
+	var cur *bolt.Cursor
 	for _, seq := range s.seqs {
 		binary.BigEndian.PutUint64(key[:], seq)
-		var err error
-		if rec := recs[seq]; rec == nil {
-			err = tasks.Delete(key[:])
-		} else {
-			err = tasks.Put(key[:], rec)
+		rec := recs[seq]
+		if rec != nil {
+			if err := tasks.Put(key[:], rec); err != nil {
+				return err
+			}
+			continue
 		}
-		if err != nil {
-			return err
+		if cur == nil {
+			cur = tasks.Cursor()
+		}
+		if k, _ := cur.Seek(key[:]); bytes.Equal(k, key[:]) {
+			if err := cur.Delete(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
