@@ -121,7 +121,7 @@ func TestProcessorWakesAWorkerPerBlockedTask(t *testing.T) {
 
 func TestAhead(t *testing.T) {
 	for _, c := range []struct{ concurrency, want int }{
-		{1, 8}, {4, 32}, {8, 64}, {10, 64}, {50, 64}, {64, 64}, {100, 100},
+		{1, 8}, {4, 32}, {8, 64}, {10, 80}, {16, 128}, {50, 128}, {128, 128}, {200, 200},
 	} {
 		if got := ahead(c.concurrency); got != c.want {
 			t.Errorf("ahead(%d) = %d, want %d", c.concurrency, got, c.want)
@@ -144,13 +144,13 @@ func TestLeaseLimits(t *testing.T) {
 	}
 	check("slow handlers (the start)", 64, 10, 1)
 	proc.handlerTime.Store(int64(time.Millisecond))
-	check("quick handlers, idle workers", 64, 74, 1)
+	check("quick handlers, idle workers", 64, 90, 1)
 	proc.fetching.Add(1)
-	check("quick handlers, a fetch on its way", 64, 74, 32)
-	check("quick handlers, a fetch on its way, max 8", 8, 74, 8)
+	check("quick handlers, a fetch on its way", 64, 90, 40)
+	check("quick handlers, a fetch on its way, max 8", 8, 90, 8)
 	proc.fetching.Add(-1)
 	proc.nwaiting.Add(1) // a leased task waits for a worker
-	check("quick handlers, a task waiting", 64, 74, 32)
+	check("quick handlers, a task waiting", 64, 90, 40)
 	proc.handlerTime.Store(int64(10 * time.Millisecond))
 	check("slow handlers, a task waiting", 64, 10, 1)
 }
