@@ -12,6 +12,12 @@ import (
 // when Done is first called or when it is done and a value is looked up:
 // what a Server's handler gets (Context is for call deadlines, nested
 // and without a cause).
+//
+// The two stay apart because each would cost the other's use: Context's
+// nesting (the lazy ancestor, the root, the armed descendants: 48 bytes)
+// would ride in every leased task's context, and a cause would make
+// Context's Done arm two standard contexts (WithCancelCause under the
+// deadline's) where it arms one, on every pipelined Redis call.
 // Until then Err reads the parent, the cancel and the clock. It is meant
 // to be embedded in a larger context type (which may answer some Value
 // keys itself), so that one allocation makes the whole context; Init it
