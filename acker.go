@@ -34,8 +34,9 @@ type acker struct {
 	b      broker.Broker
 	logger *slog.Logger
 	clock  clockwork.Clock
-	// done is called once per task when its outcome is written or given up.
-	done   func(*activeTask)
+	// done is called once per task when its outcome is written or given
+	// up, with the tasks of a batch together.
+	done   func([]*activeTask)
 	watch  *storageWatch
 	in     chan *activeTask
 	closed chan struct{}
@@ -44,9 +45,11 @@ type acker struct {
 	mu       sync.RWMutex // guards isClosed against sends on a closed in
 	isClosed bool
 
-	// refs is write's buffer for the lease references of a batch, kept
-	// between batches (used by the loop's goroutine alone).
-	refs []broker.LeaseRef
+	// refs and finished are write's buffers for the lease references of a
+	// batch and the tasks it is done with, kept between batches (used by
+	// the loop's goroutine alone).
+	refs     []broker.LeaseRef
+	finished []*activeTask
 }
 
 const (
@@ -61,7 +64,7 @@ const (
 	ackDrainLimit = 10 * time.Second
 )
 
-func newAcker(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, done func(*activeTask), watch *storageWatch) *acker {
+func newAcker(b broker.Broker, logger *slog.Logger, clock clockwork.Clock, done func([]*activeTask), watch *storageWatch) *acker {
 	return &acker{b: b, logger: logger.With("component", "htq.acker"), clock: clock, done: done, watch: watch,
 		in: make(chan *activeTask, 4*maxAckBatch), closed: make(chan struct{}), exited: make(chan struct{})}
 }
@@ -75,7 +78,7 @@ func (a *acker) complete(at *activeTask) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a.isClosed {
-		a.done(at)
+		a.done([]*activeTask{at})
 		return
 	}
 	a.in <- at
@@ -179,6 +182,7 @@ func (a *acker) write(batch []*activeTask, closedAt time.Time) (again []*activeT
 	errs := a.b.Complete(ctx, refs)
 	cancel()
 	again = batch[:0]
+	finished := a.finished[:0]
 	now := a.clock.Now()
 	drainOver := !closedAt.IsZero() && now.Sub(closedAt) > ackDrainLimit
 	for i, at := range batch {
@@ -204,8 +208,11 @@ func (a *acker) write(batch []*activeTask, closedAt time.Time) (again []*activeT
 			a.logger.Error("completed task not recorded; it will run again once its lease runs out",
 				"queue", refs[i].Queue, "id", refs[i].ID, "reason", reason, "err", err)
 		}
-		a.done(at)
+		finished = append(finished, at)
 	}
+	a.done(finished)
+	clear(finished)
+	a.finished = finished[:0]
 	return again
 }
 

@@ -38,9 +38,11 @@ func startAcker(t *testing.T, st *Storage, logs *logRecorder) (*acker, <-chan *a
 	t.Helper()
 	done := make(chan *activeTask, 8)
 	watch := newStorageWatch(clockwork.NewRealClock())
-	a := newAcker(brokerOf(st), logs.logger(), clockwork.NewRealClock(), func(at *activeTask) {
-		at.ctx.Cancel(nil)
-		done <- at
+	a := newAcker(brokerOf(st), logs.logger(), clockwork.NewRealClock(), func(ats []*activeTask) {
+		for _, at := range ats {
+			at.ctx.Cancel(nil)
+			done <- at
+		}
 	}, watch)
 	a.start()
 	t.Cleanup(a.shutdown)

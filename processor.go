@@ -184,7 +184,7 @@ func newProcessor(p processorParams) *processor {
 		quit:            make(chan struct{}),
 	}
 	proc.watch = newStorageWatch(p.clock)
-	proc.acker = newAcker(p.broker, p.logger, p.clock, proc.forget, proc.watch)
+	proc.acker = newAcker(p.broker, p.logger, p.clock, proc.forgetAll, proc.watch)
 	// Until handlers have shown they are quick, assume they are not.
 	proc.handlerTime.Store(int64(time.Second))
 	return proc
@@ -457,7 +457,26 @@ func (p *processor) takeLocked() *activeTask {
 func (p *processor) forget(at *activeTask) {
 	at.ctx.Cancel(nil)
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.forgetLocked(at)
+	p.mu.Unlock()
+}
+
+// forgetAll is forget of several tasks, under one lock (the acker's
+// batches).
+func (p *processor) forgetAll(ats []*activeTask) {
+	for _, at := range ats {
+		at.ctx.Cancel(nil)
+	}
+	p.mu.Lock()
+	for _, at := range ats {
+		p.forgetLocked(at)
+	}
+	p.mu.Unlock()
+}
+
+// forgetLocked removes at from active, unless it is forgotten already;
+// p.mu is held.
+func (p *processor) forgetLocked(at *activeTask) {
 	i := at.slot
 	if i < 0 || i >= len(p.active) || p.active[i] != at {
 		return // forgotten already
