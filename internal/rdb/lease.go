@@ -61,28 +61,43 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if deadline == -1 {
 		return nil, &broker.ThrottledError{Queue: p.Queue, RetryIn: time.Duration(leaseMS) * time.Millisecond}
 	}
-	vals = vals[2:]
-	if len(vals)%6 == 1 && again == "1" {
+	if len(vals) < 3 {
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+	}
+	if more, err := vals[2].ToInt64(); err != nil {
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+	} else if more == 1 && again == "1" {
 		// A fetch again handed out only p.Max of the tasks its record
 		// holds: the next Fetch takes the prefix for the others.
 		k.keepRefetch(prefix)
-		vals = vals[1:]
 	}
-	if len(vals)%6 != 0 {
-		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
-	}
-	n := len(vals) / 6
-	leases := make([]broker.Lease, n)
-	msgs := make([]base.TaskMessage, n)
-	out := make([]*broker.Lease, 0, n)
+	vals = vals[3:]
+	// Each task is id, token, m (a plain task) or 0, id, token, m, n, e, f
+	// (lua/fetch.lua); at least 3 entries a task.
+	leases := make([]broker.Lease, 0, len(vals)/3)
+	msgs := make([]base.TaskMessage, 0, len(vals)/3)
+	out := make([]*broker.Lease, 0, len(vals)/3)
 	dl := time.UnixMilli(deadline)
 	dur := time.Duration(leaseMS) * time.Millisecond
 	var firstErr error
-	for i := 0; i < n; i++ {
-		f := vals[6*i : 6*i+6] // id, token, m, n, e, f
-		m := &msgs[i]
-		m.Queue = p.Queue
-		if err := decodeTask(f[0], f[2], f[3], f[4], f[5], m); err != nil {
+	for len(vals) > 0 {
+		var f []rueidis.RedisMessage // id, token, m[, n, e, f]
+		if vals[0].IsInt64() && len(vals) >= 7 { // an ID is a bulk string
+			f, vals = vals[1:7], vals[7:]
+		} else if len(vals) >= 3 {
+			f, vals = vals[:3], vals[3:]
+		} else {
+			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+		}
+		msgs = append(msgs, base.TaskMessage{Queue: p.Queue})
+		m := &msgs[len(msgs)-1]
+		var err error
+		if len(f) == 3 {
+			err = decodePlainTask(f[0], f[2], m)
+		} else {
+			err = decodeTask(f[0], f[2], f[3], f[4], f[5], m)
+		}
+		if err != nil {
 			// The task is active under a lease nobody holds; the
 			// Recoverer will find it when the lease runs out.
 			b.log.Error("rdb: fetched a task that cannot be decoded", "queue", p.Queue, "id", m.ID, "err", err)
@@ -91,14 +106,12 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 			}
 			continue
 		}
-		l := &leases[i]
-		l.Msg = m
-		if l.Token, err = f[1].ToString(); err != nil {
+		tok, err := f[1].ToString()
+		if err != nil {
 			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 		}
-		l.Deadline = dl
-		l.Duration = dur
-		out = append(out, l)
+		leases = append(leases, broker.Lease{Msg: m, Token: tok, Deadline: dl, Duration: dur})
+		out = append(out, &leases[len(leases)-1])
 	}
 	if len(out) == 0 && firstErr != nil {
 		return nil, firstErr
@@ -148,6 +161,20 @@ func decodeTask(id, blob, retried, lastErr, failedAt rueidis.RedisMessage, m *ba
 		return errCorrupt
 	}
 	return decodeTaskFields(s, blob, retried, lastErr, failedAt, m)
+}
+
+// decodePlainTask fills m from the reply fields id and m of a task that
+// has no n, e or f field.
+func decodePlainTask(id, blob rueidis.RedisMessage, m *base.TaskMessage) error {
+	s, err := id.ToString()
+	if err != nil {
+		return errCorrupt
+	}
+	m.ID = s
+	if s, err = blob.ToString(); err != nil {
+		return errCorrupt
+	}
+	return decodeMessage(s, m)
 }
 
 // decodeTaskFields fills m from its ID and the hash fields m, n, e, f.
@@ -227,11 +254,14 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		return errs
 	}
 	calls := make([]call, len(groups))
-	for j, g := range groups {
-		args := make([]string, 5, 5+2*len(g.idx))
+	for j := range groups {
+		g := &groups[j]
+		g.idx = distinctIDs(leases, g.idx, errs)
+		n := len(g.idx)
+		args := make([]string, 6+2*n)
 		args[0], args[1], args[2], args[3], args[4] = now, channelEvents, g.k.name, grace, b.logLen
-		for _, i := range g.idx {
-			args = append(args, leases[i].ID, leases[i].Token)
+		for x, i := range g.idx {
+			args[6+x], args[6+n+x] = leases[i].ID, leases[i].Token
 		}
 		calls[j] = call{
 			s:    scriptComplete,
@@ -250,7 +280,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		res = b.runMulti(ctx, nil, calls)
 	}
 	for j, g := range groups {
-		vals, err := res[j].AsIntSlice()
+		vals, err := res[j].ToString() // one digit a task (lua/complete.lua)
 		if err == nil && len(vals) != len(g.idx) {
 			err = fmt.Errorf("unexpected reply")
 		}
@@ -258,7 +288,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 			switch {
 			case err != nil:
 				errs[i] = b.wrap("complete "+leases[i].Queue+"/"+leases[i].ID, err)
-			case vals[n] != 1:
+			case vals[n] != '1':
 				errs[i] = leaseLost("complete", leases[i])
 			case waitErrs != nil:
 				errs[i] = waitFailed("complete "+leases[i].Queue+"/"+leases[i].ID, waitErrs[j])
@@ -266,6 +296,27 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		}
 	}
 	return errs
+}
+
+// distinctIDs returns idx, indexes into leases of one queue, without
+// those that repeat the ID of an earlier one, whose errs it sets to a
+// lost lease (broker.Broker.Complete: a repeat completes nothing), so that
+// complete.lua needs no set of its own to find them.
+func distinctIDs(leases []broker.LeaseRef, idx []int, errs []error) []int {
+	if len(idx) < 2 {
+		return idx
+	}
+	seen := make(map[string]struct{}, len(idx))
+	out := idx[:0]
+	for _, i := range idx {
+		if _, ok := seen[leases[i].ID]; ok {
+			errs[i] = leaseLost("complete", leases[i])
+			continue
+		}
+		seen[leases[i].ID] = struct{}{}
+		out = append(out, i)
+	}
+	return out
 }
 
 func leaseLost(op string, l broker.LeaseRef) error {

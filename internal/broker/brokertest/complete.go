@@ -111,6 +111,35 @@ func completeTests() []testCase {
 			e.complete(good)
 			e.wantState("default", good.ID, base.StateCompleted)
 		}},
+		{"BatchWithStaleAndRepeatedLeases", func(e *env) {
+			// Tasks deleted on success, a stale entry between them and a
+			// lease given twice: the repeat completes nothing.
+			var refs []broker.LeaseRef
+			for range 4 {
+				e.add("default")
+			}
+			for _, l := range e.fetchN("default", 4) {
+				refs = append(refs, l.Ref())
+			}
+			stale := refs[1]
+			stale.Token = "not-" + stale.Token
+			batch := []broker.LeaseRef{refs[0], stale, refs[2], refs[0], refs[3], refs[2]}
+			errs := e.b.Complete(e.ctx, batch)
+			if len(errs) != len(batch) {
+				e.Fatalf("Complete of %d leases returned %d results", len(batch), len(errs))
+			}
+			for i, err := range errs {
+				if i == 1 || i == 3 || i == 5 {
+					wantErrIs(e, fmt.Sprintf("Complete entry %d", i), err, base.ErrLeaseLost)
+					continue
+				}
+				wantNoErr(e, fmt.Sprintf("Complete entry %d", i), err)
+				e.wantGone("default", batch[i].ID)
+			}
+			e.wantState("default", refs[1].ID, base.StateActive)
+			e.complete(refs[1])
+			e.wantGone("default", refs[1].ID)
+		}},
 		{"BatchAcrossQueues", func(e *env) {
 			var refs []broker.LeaseRef
 			for _, q := range []string{"a", "b", "a", "c", "b"} {

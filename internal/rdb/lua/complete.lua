@@ -6,9 +6,12 @@
 -- KEYS[8] pending list (the lanes, lanelib.lua)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] events channel
 -- ARGV[3] queue name  ARGV[4] watch grace ms  ARGV[5] event log length
--- ('0' = off), then pairs ARGV[2i+4] task ID, ARGV[2i+5] lease token.
--- Returns one integer per pair: 1 completed, 0 lease lost (the task is not
--- active, the token is not its lease's, or the pair repeats an earlier one).
+-- ('0' = off)  ARGV[6] '' (the script writes the log entry's states
+-- there), then the n task IDs ARGV[7..6+n], then their lease tokens
+-- ARGV[7+n..6+2n]. The IDs are distinct (rdb.Complete answers a repeated
+-- one itself).
+-- Returns a string of one digit per task: '1' completed, '0' lease lost
+-- (the task is not active, or the token is not its lease's).
 -- A watched task publishes d:<queue>:<id> and, without retention, is kept
 -- completed for the watch grace so that its watcher can read it. A task
 -- with a fair-sharing key frees its key's slot; publishes r:<queue> when
@@ -18,28 +21,42 @@
 -- script (wf_finish: the tasks it releases become pending here, and are
 -- logged in their queues). Prepended: lib.lua, lanelib.lua, wflib.lua.
 local now = now_ms(ARGV[1])
-local ids = {}
-for i = 6, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
-local held = {}
-local i = 1
-while i <= #ids do
-  local j = math.min(i + 3999, #ids)
-  local part = redis.call('HMGET', KEYS[2], unpack(ids, i, j))
-  for k = 1, #part do held[i + k - 1] = part[k] end
-  i = j + 1
+local n = (#ARGV - 6) / 2
+-- The IDs are read from ARGV where they are, not copied into a table of
+-- their own: while every lease holds (the usual case), ARGV[7..6+n] is
+-- what ZREM, HDEL and the log take.
+local held
+if n <= 4000 then
+  held = redis.call('HMGET', KEYS[2], unpack(ARGV, 7, 6 + n))
+else
+  held = {}
+  local i = 1
+  while i <= n do
+    local j = math.min(i + 3999, n)
+    local part = redis.call('HMGET', KEYS[2], unpack(ARGV, 6 + i, 6 + j))
+    for k = 1, #part do held[i + k - 1] = part[k] end
+    i = j + 1
+  end
 end
-local res, done, dels, seen, states, wfs, kept = {}, {}, {}, {}, {}, {}, {}
+-- done: the IDs completed, made only once a lease is found lost (else
+-- ARGV[7..6+n]); res: the reply's digits, likewise; states: the log's
+-- digits, made only once a task is kept.
+local done, res, states
+local nd, nk, ndel = 0, 0, 0
+local dels, wfs, kept = {}, {}, {}
 local nowstr, lastkeep, expiry
 local rejoined = false
-for n = 1, #ids do
-  local id = ids[n]
-  local tok = ARGV[2 * n + 5]
-  if holds(held[n], tok) and not seen[id] then
-    seen[id] = true
-    done[#done + 1] = id
+for i = 1, n do
+  local id = ARGV[6 + i]
+  local h = held[i]
+  local tok = ARGV[6 + n + i]
+  if h and tok ~= '' and (h == tok or h == tok .. '+') then -- lib.lua's holds
+    nd = nd + 1
+    if done then done[nd] = id end
+    if res then res[i] = '1' end
     local tk = KEYS[4] .. id
     local keep = 0
-    if string.byte(held[n], -1) == 43 then -- '+': the task must be read
+    if string.byte(h, -1) == 43 then -- '+': the task must be read
       local f = redis.call('HMGET', tk, 'u', 'R', 'w', 'k', 'W', 'N', 'r')
       release_unique(KEYS[5], f[1], id)
       if f[4] and release_key(KEYS[8], f[4]) then rejoined = true end
@@ -55,35 +72,56 @@ for n = 1, #ids do
       nowstr = nowstr or istr(now)
       if keep ~= lastkeep then lastkeep, expiry = keep, istr(now + keep) end
       redis.call('HSET', tk, 's', '6', 'c', nowstr)
-      kept[#kept + 1] = expiry
-      kept[#kept + 1] = id
-      states[#states + 1] = '6'
+      nk = nk + 1
+      kept[2 * nk - 1] = expiry
+      kept[2 * nk] = id
+      if not states then
+        states = {}
+        for j = 1, nd - 1 do states[j] = '0' end
+      end
+      states[nd] = '6'
     else
-      dels[#dels + 1] = tk
-      states[#states + 1] = '0'
+      ndel = ndel + 1
+      dels[ndel] = tk
+      if states then states[nd] = '0' end
     end
-    res[n] = 1
   else
-    res[n] = 0
+    if not done then
+      done, res = {}, {}
+      for j = 1, i - 1 do
+        done[j] = ARGV[6 + j]
+        res[j] = '1'
+      end
+    end
+    res[i] = '0'
   end
 end
-if #kept > 0 then call_many('ZADD', KEYS[3], kept) end
-if #done > 0 then
-  call_many('ZREM', KEYS[1], done)
-  call_many('HDEL', KEYS[2], done)
-  count(KEYS[6], now, #done)
-  log_events(KEYS[7], ARGV[5], ARGV[1], 'd', done, table.concat(states))
+if nk > 0 then call_many('ZADD', KEYS[3], kept) end
+if nd > 0 then
+  local st = states and table.concat(states) or string.rep('0', nd)
+  if done then
+    call_many('ZREM', KEYS[1], done)
+    call_many('HDEL', KEYS[2], done)
+    count(KEYS[6], now, nd)
+    log_events(KEYS[7], ARGV[5], ARGV[1], 'd', done, st)
+  else
+    for a = 7, 6 + n, 4000 do
+      local b = math.min(a + 3999, 6 + n)
+      redis.call('ZREM', KEYS[1], unpack(ARGV, a, b))
+      redis.call('HDEL', KEYS[2], unpack(ARGV, a, b))
+    end
+    count(KEYS[6], now, nd)
+    if ARGV[5] ~= '0' then
+      -- The entry's body is ARGV[6..6+n] joined: the states in ARGV[6].
+      ARGV[6] = st
+      log_entry(KEYS[7], ARGV[5], ARGV[1], 'd', table.concat(ARGV, '\n', 6, 6 + n), '')
+    end
+  end
 end
 if rejoined then redis.call('PUBLISH', ARGV[2], 'r:' .. ARGV[3]) end
 for _, w in ipairs(wfs) do
   wf_finish(w[1], w[2], 's', nil, w[3], now, ARGV[2], ARGV[5], ARGV[1])
 end
-if #dels > 0 then
-  local k = 1
-  while k <= #dels do
-    local j = math.min(k + 3999, #dels)
-    redis.call('DEL', unpack(dels, k, j))
-    k = j + 1
-  end
-end
-return res
+for a = 1, ndel, 4000 do redis.call('DEL', unpack(dels, a, math.min(a + 3999, ndel))) end
+if res then return table.concat(res) end
+return string.rep('1', n)

@@ -12,22 +12,26 @@
 -- ARGV[6] '1' when ARGV[4] is used again (its record is then read)
 -- Returns {} when the queue is paused or empty; {-1, retry-in ms} when the
 -- settings (max concurrency, rate limit, the keys' limits) allow no task
--- now; else {deadline ms, lease ms, id, token, m, n, e, f, id, token,
--- ...}. The i-th task's token is ARGV[4] .. i (i in base 62); the leases
--- hash stores it with '+' appended when the task has a unique key, a
--- retention or a fair-sharing key, is watched or is a workflow task
--- (Complete must read it).
--- The record (KEYS[8], named after ARGV[4]) holds the IDs this fetch
--- leased, '\n' between them, for the lease's duration: a call again with
--- the same prefix and ARGV[6] '1' (rdb.Fetch's, after an error that may
--- hide a reply) answers the tasks of the record whose lease that prefix still holds,
+-- now; else {deadline ms, lease ms, more, then each task: id, token, m
+-- when it has neither n, e nor f (a plain task: the common case), else
+-- 0, id, token, m, n, e, f (an absent field false)}. more is 0, or 1 when
+-- a call again leaves tasks for the next (below). The i-th task's token
+-- is ARGV[4] .. i (i in base 62); the leases hash stores it with '+'
+-- appended when the task has a unique key, a retention or a fair-sharing
+-- key, is watched or is a workflow task (Complete must read it).
+-- The record (KEYS[8], named after ARGV[4]) holds a first line (the
+-- states of the log entry, ignored) and then the IDs this fetch leased,
+-- one a line, for the lease's duration: the same string as the started
+-- entry of the event log, made once. A call again with the same prefix
+-- and ARGV[6] '1' (rdb.Fetch's, after an error that may hide a reply)
+-- answers the tasks of the record whose lease that prefix still holds,
 -- their deadlines renewed, and leases no new task; when it holds none, the
 -- record is dropped and the call leases afresh. When it holds more than
--- ARGV[2], it answers ARGV[2] of them with 'more' after the lease ms
--- ({deadline, lease, 'more', id, ...}), and the record keeps the others
--- only (an empty line for each handed out, so that the numbers stay).
+-- ARGV[2], it answers ARGV[2] of them with more 1, and the record keeps
+-- the others only (an empty line for each handed out, so that the numbers
+-- stay).
 -- An ID without a task (never written by these scripts) is dropped
--- from pending. The tasks' starts are logged in one entry (log_events).
+-- from pending. The tasks' starts are logged in one entry (lib.lua's log_entry).
 -- Settings (hash fields, settings.lua writes them): mc max concurrency,
 -- rl rate (tasks/s), rb burst, ld lease ms; tk, tt the rate limit's token
 -- bucket (tokens at time tt ms); pl, kk, kc, kr, kb the lanes' marks and
@@ -37,32 +41,38 @@ if rec then
   local t = now_ms(ARGV[1])
   local ld = tonumber(redis.call('HGET', KEYS[6], 'ld') or ARGV[3])
   local dl = istr(t + ld)
-  local out = {t + ld, ld}
+  local out = {t + ld, ld, 0}
   local room = tonumber(ARGV[2])
-  local rest, left = {}, false
-  local i = 0
+  local rest, left = {''}, false
+  local i = -1 -- the first line holds no ID
   for id in string.gmatch(rec .. '\n', '([^\n]*)\n') do
     i = i + 1
-    rest[i] = ''
-    local tok = ARGV[4] .. short(i)
-    local h = id ~= '' and redis.call('HGET', KEYS[3], id)
-    if h == tok or h == tok .. '+' then
+    local tok = i > 0 and ARGV[4] .. short(i)
+    local h = i > 0 and id ~= '' and redis.call('HGET', KEYS[3], id)
+    if h and (h == tok or h == tok .. '+') then
+      rest[i + 1] = ''
       local f = task_get(KEYS[5] .. id, 'm', 'n', 'e', 'f')
       if f[1] and room == 0 then
-        rest[i], left = id, true
+        rest[i + 1], left = id, true
       elseif f[1] then
         room = room - 1
         redis.call('ZADD', KEYS[2], 'XX', dl, id)
+        if f[2] or f[3] or f[4] then out[#out + 1] = 0 end
         out[#out + 1] = id
         out[#out + 1] = tok
-        for j = 1, 4 do out[#out + 1] = f[j] end
+        out[#out + 1] = f[1]
+        if f[2] or f[3] or f[4] then
+          for j = 2, 4 do out[#out + 1] = f[j] end
+        end
       end
+    elseif i > 0 then
+      rest[i + 1] = ''
     end
   end
-  if #out > 2 then
+  if #out > 3 then
     if left then
       redis.call('SET', KEYS[8], table.concat(rest, '\n'), 'PX', ld)
-      table.insert(out, 3, 'more')
+      out[3] = 1
     else
       redis.call('PEXPIRE', KEYS[8], ld)
     end
@@ -219,18 +229,28 @@ end
 now = now or now_ms(ARGV[1])
 local deadline = now + lease
 local dl = istr(deadline) -- a number argument would be formatted once per task
-local out = {deadline, lease}
+local out = {deadline, lease, 0}
+local no = 3 -- #out, kept here: # costs a search per use
 local zadd, lset = {}, {}
+-- lg: the started entry of the event log and the record, one string made
+-- once: the states first (set below), then the IDs.
+local lg = {''}
 local n = 0
 -- One MGET reads the tasks in the string form (lib.lua's task_get): it
 -- answers nil for a hash, or no key, which HGETALL then reads (a task hash
 -- holds few fields, and one argument costs Redis less than naming eight
 -- that are mostly absent).
-local tks, strs = {}, {}
+local tks = {}
 for i, id in ipairs(ids) do tks[i] = KEYS[5] .. id end
-for a = 1, #tks, 4000 do
-  local part = redis.call('MGET', unpack(tks, a, math.min(a + 3999, #tks)))
-  for j = 1, #part do strs[a + j - 1] = part[j] end
+local strs
+if #tks <= 4000 then
+  strs = redis.call('MGET', unpack(tks))
+else
+  strs = {}
+  for a = 1, #tks, 4000 do
+    local part = redis.call('MGET', unpack(tks, a, math.min(a + 3999, #tks)))
+    for j = 1, #part do strs[a + j - 1] = part[j] end
+  end
 end
 for i, id in ipairs(ids) do
   local m, rn, re, rf, read = strs[i], nil, nil, nil, false
@@ -251,16 +271,26 @@ for i, id in ipairs(ids) do
     local tok = ARGV[4] .. short(n)
     local h = tok
     if read or held[id] then h = tok .. '+' end
-    zadd[#zadd + 1] = dl
-    zadd[#zadd + 1] = id
-    lset[#lset + 1] = id
-    lset[#lset + 1] = h
-    out[#out + 1] = id
-    out[#out + 1] = tok
-    out[#out + 1] = m
-    out[#out + 1] = rn or false
-    out[#out + 1] = re or false
-    out[#out + 1] = rf or false
+    zadd[2 * n - 1] = dl
+    zadd[2 * n] = id
+    lset[2 * n - 1] = id
+    lset[2 * n] = h
+    lg[n + 1] = id
+    if rn or re or rf then
+      out[no + 1] = 0
+      out[no + 2] = id
+      out[no + 3] = tok
+      out[no + 4] = m
+      out[no + 5] = rn or false
+      out[no + 6] = re or false
+      out[no + 7] = rf or false
+      no = no + 7
+    else
+      out[no + 1] = id
+      out[no + 2] = tok
+      out[no + 3] = m
+      no = no + 3
+    end
   elseif held[id] then
     release_key(KEYS[1], held[id])
   end
@@ -279,10 +309,10 @@ if n > 0 then
   call_many('ZADD', KEYS[2], zadd)
   if wide then redis.call('ZREM', KEYS[2], WIDE_MEMBER) end
   call_many('HSET', KEYS[3], lset)
-  local started = {}
-  for i = 1, #lset, 2 do started[#started + 1] = lset[i] end
-  log_events(KEYS[7], ARGV[5], ARGV[1], 's', started, string.rep('1', n))
-  redis.call('SET', KEYS[8], table.concat(started, '\n'), 'PX', lease)
+  lg[1] = string.rep('1', n)
+  local body = table.concat(lg, '\n')
+  if ARGV[5] ~= '0' then log_entry(KEYS[7], ARGV[5], ARGV[1], 's', body, '') end
+  redis.call('SET', KEYS[8], body, 'PX', lease)
 end
 if tokens then
   redis.call('HSET', KEYS[6], 'tk', string.format('%.17g', tokens - n), 'tt', istr(now))
