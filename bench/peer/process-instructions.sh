@@ -2,13 +2,15 @@
 # Counts the instructions Redis executes per processed task (valgrind's
 # callgrind, Ir), which the load of a shared machine does not change:
 # peerbench's process scenario (no-op handler, 100-byte payloads) against a
-# private redis-server under callgrind, instrumented only once the preload
-# is done (the pending list holds the N tasks) and dumped when peerbench
-# ends. Run for this checkout and, when BASE names another tree, for that
-# tree, alternating, REPS times. One JSON line per run to $OUT; with a
-# redis-server built with symbols (REDIS_SERVER; Debian's is stripped: see
-# docs/performance.md, "Where the Lua time goes"), the profiles are kept in
-# $KEEP and can be read with callgrind_annotate.
+# private redis-server under callgrind, instrumented once most of the
+# preload is in (the pending list holds 90 % of the N tasks), its counts
+# zeroed when peerbench opens its window (CONFIG RESETSTAT: callgrind's
+# --zero-before) and dumped when peerbench ends. Run for this checkout
+# and, when BASE names another tree, for that tree, alternating, REPS
+# times. One JSON line per run to $OUT. The redis-server (REDIS_SERVER)
+# must have its symbols, for the zeroing and to read the profiles kept in
+# $KEEP with callgrind_annotate: Debian's is stripped; docs/performance.md
+# (2026-12-02, "where the Lua time goes") says how to build one.
 #
 #   BASE=/path/to/main REDIS_SERVER=/path/to/redis-server bench/peer/process-instructions.sh
 #
@@ -30,7 +32,7 @@ cleanup() { if [ -n "$VG" ]; then kill "$VG" 2>/dev/null || true; wait "$VG" 2>/
 trap cleanup EXIT
 run() { # label binary
   local label=$1 bin=$2
-  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$W/cg.%p" "$RS" --port "$PORT" --bind 127.0.0.1 \
+  valgrind --tool=callgrind --instr-atstart=no --zero-before=resetServerStats --callgrind-out-file="$W/cg.%p" "$RS" --port "$PORT" --bind 127.0.0.1 \
     --dir "$W" --save "" --appendonly no >"$W/vg.log" 2>&1 &
   VG=$!
   for _ in $(seq 200); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
@@ -38,7 +40,7 @@ run() { # label binary
   local pb=$! l
   while :; do
     l=$(redis-cli -p "$PORT" llen 'htq:{bench}:pending' 2>/dev/null || echo 0)
-    [ "${l:-0}" -ge "$N" ] && break
+    [ "${l:-0}" -ge $((N * 9 / 10)) ] && break
     kill -0 "$pb" 2>/dev/null || { log "peerbench ended before the preload was seen"; cat "$W/pb.err" >&2; return 1; }
     sleep 0.02
   done

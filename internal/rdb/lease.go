@@ -81,8 +81,10 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	dur := time.Duration(leaseMS) * time.Millisecond
 	var firstErr error
 	for len(vals) > 0 {
-		var f []rueidis.RedisMessage // id, token, m[, n, e, f]
-		if vals[0].IsInt64() && len(vals) >= 7 { // an ID is a bulk string
+		// f: id, token, m[, n, e, f]; an ID is a bulk string, never an
+		// integer.
+		var f []rueidis.RedisMessage
+		if vals[0].IsInt64() && len(vals) >= 7 {
 			f, vals = vals[1:7], vals[7:]
 		} else if len(vals) >= 3 {
 			f, vals = vals[:3], vals[3:]
