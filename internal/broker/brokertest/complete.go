@@ -68,13 +68,7 @@ func completeTests() []testCase {
 			wantBookkeeping(e, "completed task", ti.Message, 1, "first try failed", Epoch)
 		}},
 		{"Batch", func(e *env) {
-			var refs []broker.LeaseRef
-			for range 3 {
-				e.add("default")
-			}
-			for _, l := range e.fetchN("default", 3) {
-				refs = append(refs, l.Ref())
-			}
+			refs := addAndFetch(e, 3)
 			errs := e.b.Complete(e.ctx, refs)
 			if len(errs) != 3 {
 				e.Fatalf("Complete of 3 leases returned %d results", len(errs))
@@ -114,13 +108,7 @@ func completeTests() []testCase {
 		{"BatchWithStaleAndRepeatedLeases", func(e *env) {
 			// Tasks deleted on success, a stale entry between them and a
 			// lease given twice: the repeat completes nothing.
-			var refs []broker.LeaseRef
-			for range 4 {
-				e.add("default")
-			}
-			for _, l := range e.fetchN("default", 4) {
-				refs = append(refs, l.Ref())
-			}
+			refs := addAndFetch(e, 4)
 			stale := refs[1]
 			stale.Token = "not-" + stale.Token
 			batch := []broker.LeaseRef{refs[0], stale, refs[2], refs[0], refs[3], refs[2]}
@@ -235,4 +223,18 @@ func completeTests() []testCase {
 			e.wantGone("default", "missing")
 		}},
 	}
+}
+
+// addAndFetch adds n tasks to the default queue and fetches them: their
+// leases' references, in fetch order.
+func addAndFetch(e *env, n int) []broker.LeaseRef {
+	e.Helper()
+	for range n {
+		e.add("default")
+	}
+	var refs []broker.LeaseRef
+	for _, l := range e.fetchN("default", n) {
+		refs = append(refs, l.Ref())
+	}
+	return refs
 }
