@@ -50,7 +50,7 @@ for i = 1, n do
   local id = ARGV[6 + i]
   local h = held[i]
   local tok = ARGV[6 + n + i]
-  if h and tok ~= '' and (h == tok or h == tok .. '+') then -- lib.lua's holds
+  if holds(h, tok) then
     nd = nd + 1
     if done then done[nd] = id end
     if res then res[i] = '1' end
