@@ -94,3 +94,62 @@ func TestActiveZsetIsSkiplist(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchReplyForms checks rdb.Fetch's reading of fetch.lua's reply, in
+// which a plain task has three entries and a task with n, e or f is
+// marked by an integer before its seven: numeric IDs, which a careless
+// reading would take for that mark, and both forms in one batch.
+func TestFetchReplyForms(t *testing.T) {
+	b := newTestBroker(t, nil)
+	ctx := t.Context()
+	for _, id := range []string{"0", "1", "retried", "42"} {
+		mustEnqueue(t, b, msg("q", id), time.Time{})
+	}
+	ls := mustFetch(t, b, "q", 4)
+	for _, l := range ls {
+		if l.Msg.ID == "retried" {
+			if err := b.Retry(ctx, broker.RetryParams{Lease: l.Ref(), ErrMsg: "boom", IsFailure: true}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if errs := b.Complete(ctx, []broker.LeaseRef{l.Ref()}); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+	}
+	for _, id := range []string{"7", "8"} {
+		mustEnqueue(t, b, msg("q", id), time.Time{})
+	}
+	if _, err := b.Forward(ctx, "q", 100); err != nil {
+		t.Fatal(err)
+	}
+	ls = mustFetch(t, b, "q", 10)
+	var got []string
+	tokens := map[string]bool{}
+	for _, l := range ls {
+		got = append(got, l.Msg.ID)
+		if want := string(msg("q", l.Msg.ID).Payload); string(l.Msg.Payload) != want {
+			t.Errorf("task %s: payload %q, want %q", l.Msg.ID, l.Msg.Payload, want)
+		}
+		if l.Msg.ID == "retried" && (l.Msg.Retried != 1 || l.Msg.LastErr != "boom") {
+			t.Errorf("task retried: Retried %d, LastErr %q; want 1, boom", l.Msg.Retried, l.Msg.LastErr)
+		}
+		if tokens[l.Token] {
+			t.Errorf("token %q given twice", l.Token)
+		}
+		tokens[l.Token] = true
+	}
+	slices.Sort(got)
+	if want := []string{"7", "8", "retried"}; !slices.Equal(got, want) {
+		t.Fatalf("fetched %v, want %v", got, want)
+	}
+	refs := make([]broker.LeaseRef, len(ls))
+	for i, l := range ls {
+		refs[i] = l.Ref()
+	}
+	for i, err := range b.Complete(ctx, refs) {
+		if err != nil {
+			t.Errorf("Complete %s: %v", refs[i].ID, err)
+		}
+	}
+}
