@@ -64,40 +64,58 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if len(vals) < 3 {
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
-	if more, err := vals[2].ToInt64(); err != nil {
+	// form (lua/fetch.lua): 0 a fetch, whose tokens the reply leaves out
+	// (the k-th task's is prefix + short62(k)); 1 a call again, each
+	// token after its task's ID; 2 the same, the record keeping tasks for
+	// the next Fetch.
+	form, err := vals[2].ToInt64()
+	if err != nil || form < 0 || form > 2 {
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
-	} else if more == 1 && again == "1" {
+	}
+	if form == 2 && again == "1" {
 		// A fetch again handed out only p.Max of the tasks its record
 		// holds: the next Fetch takes the prefix for the others.
 		k.keepRefetch(prefix)
 	}
 	vals = vals[3:]
-	// Each task is id, token, m (a plain task) or 0, id, token, m, n, e, f
-	// (lua/fetch.lua); at least 3 entries a task.
-	leases := make([]broker.Lease, 0, len(vals)/3)
-	msgs := make([]base.TaskMessage, 0, len(vals)/3)
-	out := make([]*broker.Lease, 0, len(vals)/3)
+	// Each task is id[, token], m (a plain task) or 0, id[, token], m, n,
+	// e, f; at least 2 entries a task.
+	width := 2 // a plain task's entries
+	if form != 0 {
+		width = 3
+	}
+	leases := make([]broker.Lease, 0, len(vals)/2)
+	msgs := make([]base.TaskMessage, 0, len(vals)/2)
+	out := make([]*broker.Lease, 0, len(vals)/2)
 	dl := time.UnixMilli(deadline)
 	dur := time.Duration(leaseMS) * time.Millisecond
 	var firstErr error
-	for len(vals) > 0 {
-		// f: id, token, m[, n, e, f]; an ID is a bulk string, never an
+	for num := 1; len(vals) > 0; num++ {
+		// f: id[, token], m[, n, e, f]; an ID is a bulk string, never an
 		// integer.
 		var f []rueidis.RedisMessage
-		if vals[0].IsInt64() && len(vals) >= 7 {
-			f, vals = vals[1:7], vals[7:]
-		} else if len(vals) >= 3 {
-			f, vals = vals[:3], vals[3:]
+		if vals[0].IsInt64() && len(vals) >= width+4 {
+			f, vals = vals[1:width+4], vals[width+4:]
+		} else if len(vals) >= width {
+			f, vals = vals[:width], vals[width:]
 		} else {
 			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 		}
+		var tok string
+		if form == 0 {
+			tok = prefix + short62(num)
+		} else {
+			if tok, err = f[1].ToString(); err != nil {
+				return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+			}
+			f = append(f[:1:1], f[2:]...) // id, m[, n, e, f]
+		}
 		msgs = append(msgs, base.TaskMessage{Queue: p.Queue})
 		m := &msgs[len(msgs)-1]
-		var err error
-		if len(f) == 3 {
-			err = decodePlainTask(f[0], f[2], m)
+		if len(f) == 2 {
+			err = decodePlainTask(f[0], f[1], m)
 		} else {
-			err = decodeTask(f[0], f[2], f[3], f[4], f[5], m)
+			err = decodeTask(f[0], f[1], f[2], f[3], f[4], m)
 		}
 		if err != nil {
 			// The task is active under a lease nobody holds; the
@@ -108,10 +126,6 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 			}
 			continue
 		}
-		tok, err := f[1].ToString()
-		if err != nil {
-			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
-		}
 		leases = append(leases, broker.Lease{Msg: m, Token: tok, Deadline: dl, Duration: dur})
 		out = append(out, &leases[len(leases)-1])
 	}
@@ -119,6 +133,24 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// digits62 are the digits of short62, as lua/lib.lua's short.
+const digits62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+// short62 formats n > 0 in base 62 as lua/lib.lua's short does: the
+// number of a task in its fetch, which ends its lease token.
+func short62(n int) string {
+	var b [12]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = digits62[n%62]
+		n /= 62
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
 }
 
 // outcomeUnknown tells whether a call that failed with err may have run

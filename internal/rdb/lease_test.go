@@ -1,6 +1,7 @@
 package rdb
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -145,6 +146,40 @@ func TestFetchReplyForms(t *testing.T) {
 	}
 	refs := make([]broker.LeaseRef, len(ls))
 	for i, l := range ls {
+		refs[i] = l.Ref()
+	}
+	for i, err := range b.Complete(ctx, refs) {
+		if err != nil {
+			t.Errorf("Complete %s: %v", refs[i].ID, err)
+		}
+	}
+}
+
+// TestFetchTokensAreTheLeases checks the tokens rdb.Fetch makes itself
+// (fetch.lua's reply leaves them out) against those the leases hash holds,
+// past 62 tasks, where the number takes a second digit.
+func TestFetchTokensAreTheLeases(t *testing.T) {
+	for n, want := range map[int]string{1: "1", 9: "9", 10: "a", 61: "Z", 62: "10", 63: "11", 3843: "ZZ", 3844: "100"} {
+		if got := short62(n); got != want {
+			t.Errorf("short62(%d) = %q, want %q", n, got, want)
+		}
+	}
+	b := newTestBroker(t, nil)
+	ctx := t.Context()
+	for i := range 70 {
+		mustEnqueue(t, b, msg("q", fmt.Sprint("t", i)), time.Time{})
+	}
+	ls := mustFetch(t, b, "q", 70)
+	if len(ls) != 70 {
+		t.Fatalf("Fetch = %d leases, want 70", len(ls))
+	}
+	k := newQueueKeys("q")
+	refs := make([]broker.LeaseRef, len(ls))
+	for i, l := range ls {
+		held, err := b.c.Do(ctx, b.c.B().Hget().Key(k.leases).Field(l.Msg.ID).Build()).ToString()
+		if err != nil || held != l.Token {
+			t.Fatalf("task %s: leases hash holds %q (%v), the lease's token is %q", l.Msg.ID, held, err, l.Token)
+		}
 		refs[i] = l.Ref()
 	}
 	for i, err := range b.Complete(ctx, refs) {

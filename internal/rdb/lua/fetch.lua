@@ -12,13 +12,16 @@
 -- ARGV[6] '1' when ARGV[4] is used again (its record is then read)
 -- Returns {} when the queue is paused or empty; {-1, retry-in ms} when the
 -- settings (max concurrency, rate limit, the keys' limits) allow no task
--- now; else {deadline ms, lease ms, more, then each task: id, token, m
--- when it has neither n, e nor f (a plain task: the common case), else
--- 0, id, token, m, n, e, f (an absent field false)}. more is 0, or 1 when
--- a call again leaves tasks for the next (below). The i-th task's token
--- is ARGV[4] .. i (i in base 62); the leases hash stores it with '+'
--- appended when the task has a unique key, a retention or a fair-sharing
--- key, is watched or is a workflow task (Complete must read it).
+-- now; else {deadline ms, lease ms, form, then each task: id, m when it
+-- has neither n, e nor f (a plain task: the common case), else 0, id, m,
+-- n, e, f (an absent field false)}. The i-th task's token is ARGV[4] .. i
+-- (i in base 62, lib.lua's short), which the caller makes itself: the
+-- reply does not carry it when form is 0. A call again (below) answers
+-- form 1, or 2 when it leaves tasks for the next, and each task's token
+-- after its ID (id, token, m; 0, id, token, m, n, e, f): its numbers have
+-- gaps. The leases hash stores the token with '+' appended when the task
+-- has a unique key, a retention or a fair-sharing key, is watched or is a
+-- workflow task (Complete must read it).
 -- The record (KEYS[8], named after ARGV[4]) holds a first line (the
 -- states of the log entry, ignored) and then the IDs this fetch leased,
 -- one a line, for the lease's duration: the same string as the started
@@ -27,7 +30,7 @@
 -- answers the tasks of the record whose lease that prefix still holds,
 -- their deadlines renewed, and leases no new task; when it holds none, the
 -- record is dropped and the call leases afresh. When it holds more than
--- ARGV[2], it answers ARGV[2] of them with more 1, and the record keeps
+-- ARGV[2], it answers ARGV[2] of them with form 2, and the record keeps
 -- the others only (an empty line for each handed out, so that the numbers
 -- stay).
 -- An ID without a task (never written by these scripts) is dropped
@@ -41,7 +44,7 @@ if rec then
   local t = now_ms(ARGV[1])
   local ld = tonumber(redis.call('HGET', KEYS[6], 'ld') or ARGV[3])
   local dl = istr(t + ld)
-  local out = {t + ld, ld, 0}
+  local out = {t + ld, ld, 1}
   local room = tonumber(ARGV[2])
   local rest, left = {''}, false
   local i = -1 -- the first line holds no ID
@@ -72,7 +75,7 @@ if rec then
   if #out > 3 then
     if left then
       redis.call('SET', KEYS[8], table.concat(rest, '\n'), 'PX', ld)
-      out[3] = 1
+      out[3] = 2
     else
       redis.call('PEXPIRE', KEYS[8], ld)
     end
@@ -279,17 +282,15 @@ for i, id in ipairs(ids) do
     if rn or re or rf then
       out[no + 1] = 0
       out[no + 2] = id
-      out[no + 3] = tok
-      out[no + 4] = m
-      out[no + 5] = rn or false
-      out[no + 6] = re or false
-      out[no + 7] = rf or false
-      no = no + 7
+      out[no + 3] = m
+      out[no + 4] = rn or false
+      out[no + 5] = re or false
+      out[no + 6] = rf or false
+      no = no + 6
     else
       out[no + 1] = id
-      out[no + 2] = tok
-      out[no + 3] = m
-      no = no + 3
+      out[no + 2] = m
+      no = no + 2
     end
   elseif held[id] then
     release_key(KEYS[1], held[id])
