@@ -101,15 +101,7 @@ func TestFetchWhoseReplyWasLost(t *testing.T) {
 	if more, err := b.Fetch(ctx, p); err != nil || len(more) != 0 {
 		t.Errorf("third Fetch = %d leases, %v; want none (each task handed out once)", len(more), err)
 	}
-	refs := make([]broker.LeaseRef, len(ls))
-	for i, l := range ls {
-		refs[i] = l.Ref()
-	}
-	for i, err := range b.Complete(ctx, refs) {
-		if err != nil {
-			t.Errorf("Complete %s: %v", refs[i].ID, err)
-		}
-	}
+	completeAll(t, b, ls)
 	if exp, err := direct.ExpiredLeases(ctx, "q", 100); err != nil || len(exp) != 0 {
 		t.Errorf("ExpiredLeases = %d, %v; want none", len(exp), err)
 	}

@@ -144,15 +144,7 @@ func TestFetchReplyForms(t *testing.T) {
 	if want := []string{"7", "8", "retried"}; !slices.Equal(got, want) {
 		t.Fatalf("fetched %v, want %v", got, want)
 	}
-	refs := make([]broker.LeaseRef, len(ls))
-	for i, l := range ls {
-		refs[i] = l.Ref()
-	}
-	for i, err := range b.Complete(ctx, refs) {
-		if err != nil {
-			t.Errorf("Complete %s: %v", refs[i].ID, err)
-		}
-	}
+	completeAll(t, b, ls)
 }
 
 // TestFetchTokensAreTheLeases checks the tokens rdb.Fetch makes itself
@@ -174,15 +166,21 @@ func TestFetchTokensAreTheLeases(t *testing.T) {
 		t.Fatalf("Fetch = %d leases, want 70", len(ls))
 	}
 	k := newQueueKeys("q")
-	refs := make([]broker.LeaseRef, len(ls))
-	for i, l := range ls {
+	for _, l := range ls {
 		held, err := b.c.Do(ctx, b.c.B().Hget().Key(k.leases).Field(l.Msg.ID).Build()).ToString()
 		if err != nil || held != l.Token {
 			t.Fatalf("task %s: leases hash holds %q (%v), the lease's token is %q", l.Msg.ID, held, err, l.Token)
 		}
-		refs[i] = l.Ref()
 	}
-	for i, err := range b.Complete(ctx, refs) {
+	completeAll(t, b, ls)
+}
+
+// completeAll completes every lease of ls in one call, each of which must
+// hold.
+func completeAll(t *testing.T, b *Broker, ls []*broker.Lease) {
+	t.Helper()
+	refs := refsOf(ls)
+	for i, err := range b.Complete(t.Context(), refs) {
 		if err != nil {
 			t.Errorf("Complete %s: %v", refs[i].ID, err)
 		}
