@@ -51,6 +51,10 @@ type tracing struct {
 	// given is set when the application gave the provider (spans are
 	// then always started; see spansOff).
 	given bool
+	// spanOnly is set when prop writes nothing unless the context holds
+	// a valid span context (W3C Trace Context alone, htq serve's
+	// default): an enqueue with no trace then needs no carrier.
+	spanOnly bool
 	// The options of the two kinds of spans, made once.
 	producer, consumer []trace.SpanStartOption
 }
@@ -68,6 +72,7 @@ func newTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) tra
 		prop = otel.GetTextMapPropagator()
 	}
 	return tracing{tracer: tp.Tracer(TracerName), prop: prop, given: given,
+		spanOnly: spanOnly(prop),
 		producer: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)},
 		consumer: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}}
 }
@@ -125,7 +130,7 @@ func endSpan(span trace.Span, err error) {
 // base.ValidateHeaders) is dropped, but for traceparent and tracestate
 // when they alone pass: tracing never fails an enqueue.
 func (tr tracing) headers(ctx context.Context) map[string]string {
-	if !trace.SpanContextFromContext(ctx).IsValid() && len(tr.prop.Fields()) == 0 {
+	if !trace.SpanContextFromContext(ctx).IsValid() && (tr.spanOnly || len(tr.prop.Fields()) == 0) {
 		return nil
 	}
 	c := propagation.MapCarrier{}
@@ -150,6 +155,19 @@ func (tr tracing) headers(ctx context.Context) map[string]string {
 		return w3c
 	}
 	return nil
+}
+
+// spanOnly reports whether prop is known to write nothing for a context
+// with no valid span context: OpenTelemetry's W3C Trace Context
+// propagator. Any other (Baggage, a composite, the global delegate, one
+// of the application's) may write from other values of the context, and
+// is asked.
+func spanOnly(prop propagation.TextMapPropagator) bool {
+	switch prop.(type) {
+	case propagation.TraceContext, *propagation.TraceContext:
+		return true
+	}
+	return false
 }
 
 // startAttempt starts the consumer span of one attempt of msg, a child of

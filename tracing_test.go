@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -193,5 +194,34 @@ func TestTracingOffAllocatesNothing(t *testing.T) {
 	}
 	if newTracing(noop.NewTracerProvider(), nil).spansOff() {
 		t.Error("spans are off with a provider given")
+	}
+}
+
+// TestTraceContextNoTraceAllocatesNothing checks that with the W3C Trace
+// Context propagator (htq serve's default) an enqueue whose context holds
+// no trace builds no carrier, and that one whose context holds a trace
+// still gets its traceparent.
+func TestTraceContextNoTraceAllocatesNothing(t *testing.T) {
+	for _, prop := range []propagation.TextMapPropagator{propagation.TraceContext{}, &propagation.TraceContext{}} {
+		tr := newTracing(nil, prop)
+		ctx := context.Background()
+		var h map[string]string
+		if n := testing.AllocsPerRun(100, func() { h = tr.headers(ctx) }); n != 0 || h != nil {
+			t.Errorf("%T, no trace: %v allocations and headers %v, want 0 and none", prop, n, h)
+		}
+		traced := trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled}))
+		if got := tr.headers(traced)["traceparent"]; got != "00-01000000000000000000000000000000-0200000000000000-01" {
+			t.Errorf("%T, a trace: traceparent %q", prop, got)
+		}
+	}
+	// A propagator that writes without a span is still asked.
+	bag, err := baggage.Parse("k=v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracing(nil, propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	if got := tr.headers(baggage.ContextWithBaggage(context.Background(), bag))["baggage"]; got != "k=v" {
+		t.Errorf("composite with Baggage, no trace: baggage header %q, want k=v", got)
 	}
 }
