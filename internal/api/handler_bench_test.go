@@ -86,15 +86,20 @@ func BenchmarkServeRequest(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					w := &benchWriter{h: http.Header{}}
 					rd := bytes.NewReader(nil)
+					// net/http's contexts: one per connection, and one per
+					// request under it, canceled when the handler returns.
+					connCtx, connCancel := context.WithCancel(context.Background())
+					defer connCancel()
 					for pb.Next() {
-						r := new(http.Request)
-						*r = *tmpl
+						ctx, cancel := context.WithCancel(connCtx)
+						r := tmpl.WithContext(ctx)
 						rd.Reset(tc.body)
 						r.Body = io.NopCloser(rd)
 						r.ContentLength = int64(len(tc.body))
 						clear(w.h)
 						w.code, w.body = 0, w.body[:0]
 						h.ServeHTTP(w, r)
+						cancel()
 						if w.code != tc.status || !bytes.Contains(w.body, tc.want) {
 							panic(fmt.Sprintf("%s: %d %.300s", tc.name, w.code, w.body))
 						}

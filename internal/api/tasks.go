@@ -106,7 +106,7 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	info, err := h.client.EnqueueContext(ctx, task, append(opts, htq.Queue(name))...)
+	info, err := h.client.EnqueueContext(model.EnqueueContext(ctx), task, append(opts, htq.Queue(name))...)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -197,7 +197,7 @@ func (h *handler) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	infos, err := h.client.EnqueueBatch(ctx, tasks, htq.Queue(name))
+	infos, err := h.client.EnqueueBatch(model.EnqueueContext(ctx), tasks, htq.Queue(name))
 	var batchErr *htq.BatchError
 	if err != nil && !errors.As(err, &batchErr) {
 		h.writeError(w, r, err)

@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
+	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -368,6 +371,53 @@ func TestBadRequests(t *testing.T) {
 			var schedules struct{ Schedules []model.Schedule }
 			if e.must(http.StatusOK, "GET", "/v1/schedules", nil, &schedules); len(schedules.Schedules) != 0 {
 				t.Errorf("schedules written: %+v", schedules)
+			}
+		})
+	}
+}
+
+// TestEnqueueOutlivesItsRequest checks that a task whose request has been
+// read is stored even when the request's context ends before the storage
+// call (the client went away): the write is not abandoned halfway, and
+// the task is stored as if the client had waited for the answer
+// (model.EnqueueContext). One task by /v1, a batch of two and one by HTQ's
+// addTask, on each backend.
+func TestEnqueueOutlivesItsRequest(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			e := newEnv(t, backend, nil)
+			e.must(http.StatusCreated, "POST", "/v1/queues", map[string]any{"name": "gone", "mode": "pull"}, nil)
+			if status, body, _ := e.form("/api/addQueue", true, map[string]string{"app_key": "key", "app_token": "tok", "queue_name": "gone-htq", "type": "real_time"}, nil); status != http.StatusOK || !strings.Contains(string(body), `"error_code":0`) {
+				t.Fatalf("addQueue: %d %s", status, body)
+			}
+			var form bytes.Buffer
+			mw := multipart.NewWriter(&form)
+			for _, kv := range [][2]string{{"app_key", "key"}, {"app_token", "tok"}, {"queue_name", "gone-htq"},
+				{"url", "http://example.com/x"}, {"method", "POST"}} {
+				_ = mw.WriteField(kv[0], kv[1])
+			}
+			_ = mw.Close()
+			ended, cancel := context.WithCancel(context.Background())
+			cancel()
+			for _, c := range []struct {
+				queue, path, ctype, body string
+				status, stored           int
+			}{
+				{"gone", "/v1/queues/gone/tasks", "application/json", `{"type":"t","payload":{"a":1}}`, http.StatusCreated, 1},
+				{"gone", "/v1/queues/gone/tasks/batch", "application/json", `{"tasks":[{"type":"t"},{"type":"t"}]}`, http.StatusCreated, 3},
+				{"gone-htq", "/api/addTask", mw.FormDataContentType(), form.String(), http.StatusOK, 1},
+			} {
+				r := httptest.NewRequestWithContext(ended, "POST", c.path, strings.NewReader(c.body))
+				r.Header.Set("Content-Type", c.ctype)
+				r.Header.Set("Authorization", "Bearer "+testToken)
+				w := httptest.NewRecorder()
+				e.h.ServeHTTP(w, r)
+				if w.Code != c.status || strings.Contains(w.Body.String(), `"error_code":1`) {
+					t.Errorf("%s with its context ended: %d %s, want %d", c.path, w.Code, w.Body, c.status)
+				}
+				if n := e.queueSize(c.queue); n != c.stored {
+					t.Errorf("%s with its context ended: queue %s holds %d tasks, want %d", c.path, c.queue, n, c.stored)
+				}
 			}
 		})
 	}

@@ -598,7 +598,7 @@ func (h *Handler) htqAddTask(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if _, err := h.opts.Client.EnqueueContext(ctx, task, append(opts, htq.Queue(name))...); err != nil {
+	if _, err := h.opts.Client.EnqueueContext(model.EnqueueContext(ctx), task, append(opts, htq.Queue(name))...); err != nil {
 		fail(err)
 		return
 	}

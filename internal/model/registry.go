@@ -349,3 +349,17 @@ func (c *QueueChange) ApplySettings(s *htq.QueueSettings) error {
 	}
 	return nil
 }
+
+// EnqueueContext is the context in which htq serve stores a task that a
+// request has asked for, once the request has been read and checked: ctx's
+// values (the trace context) without its cancellation. A client that goes
+// away while the task is being written no longer abandons the write
+// halfway through its retries: the task is stored or refused as if the
+// client had stayed, which is what it would have learned had it waited,
+// and the write stays bounded by the Client's RetryFor. It also spares the
+// storage call a registration under the request's context: a wait on Done
+// (the embedded store's wait for its commit, a pipelined Redis call) arms
+// one timer and nothing more (internal/lazydeadline).
+func EnqueueContext(ctx context.Context) context.Context {
+	return context.WithoutCancel(ctx)
+}
