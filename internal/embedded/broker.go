@@ -95,14 +95,16 @@ type Broker struct {
 	// record the file holds; ckptBusy is set while the checkpointer
 	// writes a job (sent on ckptJobs, answered on ckptDone), ckptReady
 	// when it has answered; ckptAt is when the last job was sent, and no
-	// job is sent before ckptRetry (after a failed one). spares are
-	// written batches emptied for reuse.
+	// job is sent before ckptRetry (after a failed one); ckptWake, when
+	// not nil, is the wake-up armed for an idle store's next job. spares
+	// are written batches emptied for reuse.
 	ckptQ       []*batch
 	ckptSeq     uint64
 	ckptBusy    bool
 	ckptReady   bool
 	ckptAt      time.Time
 	ckptRetry   time.Time
+	ckptWake    clockwork.Timer
 	ckptJobs    chan ckptJob
 	ckptDone    chan ckptJob
 	ckptStopped chan struct{}
