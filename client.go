@@ -35,7 +35,14 @@ type Client struct {
 	// clock times the waits between attempts (tests replace it).
 	clock clockwork.Clock
 	tr    tracing
+	// timers arm the RetryFor deadlines that something waits on, under
+	// a context that cannot be canceled (see bound).
+	timers *lazydeadline.Timers
 }
+
+// deadlineTick is the tick of Client.timers: how late at most the Done
+// channel of a RetryFor deadline may close.
+const deadlineTick = 10 * time.Millisecond
 
 // ClientOptions tunes NewClientWithOptions. The zero value is ready to use.
 type ClientOptions struct {
@@ -84,7 +91,7 @@ func NewClientWithOptions(s *Storage, opts ClientOptions) *Client {
 		retryFor = DefaultRetryFor
 	}
 	return &Client{s: s, now: time.Now, retryFor: retryFor, clock: clockwork.NewRealClock(),
-		tr: newTracing(opts.TracerProvider, opts.Propagator)}
+		tr: newTracing(opts.TracerProvider, opts.Propagator), timers: lazydeadline.NewTimers(deadlineTick)}
 }
 
 // Close releases the client. The Storage stays open (close it with its
@@ -142,9 +149,12 @@ func (c *Client) bound(ctx context.Context) (context.Context, *lazydeadline.Cont
 	if _, ok := ctx.Deadline(); ok || c.retryFor < 0 {
 		return ctx, nil
 	}
-	// No timer unless something waits on Done (a retry's backoff does):
-	// see internal/lazydeadline.
-	lc := lazydeadline.New(ctx, c.retryFor)
+	// No timer unless something waits on Done (a retry's backoff, the
+	// embedded store's wait for its commit, a pipelined Redis call), and
+	// then, under a context that cannot be canceled (htq serve's), a
+	// place in c.timers rather than a timer of its own: see
+	// internal/lazydeadline.
+	lc := lazydeadline.NewOn(c.timers, ctx, c.retryFor)
 	return lc, lc
 }
 

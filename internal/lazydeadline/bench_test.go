@@ -33,6 +33,18 @@ func BenchmarkDone(b *testing.B) {
 			c.Cancel()
 		}
 	})
+	b.Run("timers", func(b *testing.B) {
+		ts := NewTimers(10 * time.Millisecond)
+		root := context.WithoutCancel(context.Background())
+		b.ReportAllocs()
+		for b.Loop() {
+			c := NewOn(ts, root, time.Hour)
+			if c.Done() == nil {
+				b.Fatal("no Done channel")
+			}
+			c.Cancel()
+		}
+	})
 	b.Run("context.WithTimeout", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
