@@ -17,7 +17,8 @@ import (
 // nesting (the lazy ancestor, the root, the armed descendants: 48 bytes)
 // would ride in every leased task's context, and a cause would make
 // Context's Done arm two standard contexts (WithCancelCause under the
-// deadline's) where it arms one, on every pipelined Redis call.
+// deadline's) where it arms one (none on Timers), on every pipelined
+// Redis call.
 // Until then Err reads the parent, the cancel and the clock. It is meant
 // to be embedded in a larger context type (which may answer some Value
 // keys itself), so that one allocation makes the whole context; Init it
