@@ -32,47 +32,90 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if prefix == "" {
 		prefix, again = tokenPrefix(p.ServerID), "0"
 	}
-	c := call{
-		s:    scriptFetch,
-		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix},
-		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen, again},
-	}
-	vals, err := b.run(ctx, c).ToArray()
-	if err != nil {
-		if outcomeUnknown(err) {
-			// The script may have leased tasks whose reply was lost: a
-			// next Fetch of the queue calls with this prefix again and
-			// gets them (lua/fetch.lua's record).
-			k.keepRefetch(prefix)
+	for {
+		c := call{
+			s:    scriptFetch,
+			keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix},
+			args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen, again},
 		}
-		return nil, b.wrap("fetch "+p.Queue, err)
+		vals, err := b.run(ctx, c).ToArray()
+		if err != nil {
+			if outcomeUnknown(err) {
+				// The script may have leased tasks whose reply was lost: a
+				// next Fetch of the queue calls with this prefix again and
+				// gets them (lua/fetch.lua's record).
+				k.keepRefetch(prefix)
+			}
+			return nil, b.wrap("fetch "+p.Queue, err)
+		}
+		leases, err := b.fetchReply(p.Queue, vals, prefix, again == "1", k)
+		if errors.Is(err, errFetchAgain) && again == "0" {
+			// The one-string reply could not be read whole; the call
+			// again answers the list form, which reads each task alone.
+			again = "1"
+			continue
+		}
+		return leases, err
 	}
+}
+
+// errFetchAgain tells Fetch that a reply of form 3 could not be read: the
+// tasks are leased under the prefix, and a call again gets them.
+var errFetchAgain = errors.New("rdb: fetch reply unreadable")
+
+// leased is a lease and its message, allocated together per batch.
+type leased struct {
+	l broker.Lease
+	m base.TaskMessage
+}
+
+// fetchReply reads fetch.lua's reply vals to a call with prefix (again:
+// a call again, whose tokens the reply carries).
+func (b *Broker) fetchReply(queue string, vals []rueidis.RedisMessage, prefix string, again bool, k *queueKeys) ([]*broker.Lease, error) {
 	if len(vals) == 0 {
 		return nil, nil
 	}
 	deadline, err := vals[0].AsInt64()
 	if err != nil || len(vals) < 2 {
-		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
 	}
 	leaseMS, err := vals[1].AsInt64()
 	if err != nil {
-		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
 	}
 	if deadline == -1 {
-		return nil, &broker.ThrottledError{Queue: p.Queue, RetryIn: time.Duration(leaseMS) * time.Millisecond}
+		return nil, &broker.ThrottledError{Queue: queue, RetryIn: time.Duration(leaseMS) * time.Millisecond}
 	}
 	if len(vals) < 3 {
-		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
 	}
 	// form (lua/fetch.lua): 0 a fetch, whose tokens the reply leaves out
 	// (the k-th task's is prefix + short62(k)); 1 a call again, each
 	// token after its task's ID; 2 the same, the record keeping tasks for
-	// the next Fetch.
+	// the next Fetch; 3 a fetch of plain tasks only, in one string.
 	form, err := vals[2].ToInt64()
-	if err != nil || form < 0 || form > 2 {
-		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+	if err != nil || form < 0 || form > 3 {
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
 	}
-	if form == 2 && again == "1" {
+	dl := time.UnixMilli(deadline)
+	dur := time.Duration(leaseMS) * time.Millisecond
+	if form == 3 {
+		if len(vals) != 5 {
+			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
+		}
+		blob, err := vals[3].ToString()
+		count, cerr := vals[4].AsInt64()
+		if err != nil || cerr != nil || len(vals) != 5 || count < 1 {
+			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
+		}
+		out, err := readTasks(queue, blob, int(count), prefix, dl, dur)
+		if err != nil {
+			b.log.Warn("rdb: a fetch's one-string reply cannot be read; fetching its tasks one by one", "queue", queue, "err", err)
+			return nil, errFetchAgain
+		}
+		return out, nil
+	}
+	if form == 2 && again {
 		// A fetch again handed out only p.Max of the tasks its record
 		// holds: the next Fetch takes the prefix for the others.
 		k.keepRefetch(prefix)
@@ -84,11 +127,8 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if form != 0 {
 		width = 3
 	}
-	leases := make([]broker.Lease, 0, len(vals)/2)
-	msgs := make([]base.TaskMessage, 0, len(vals)/2)
+	ls := make([]leased, 0, len(vals)/2)
 	out := make([]*broker.Lease, 0, len(vals)/2)
-	dl := time.UnixMilli(deadline)
-	dur := time.Duration(leaseMS) * time.Millisecond
 	var firstErr error
 	for num := 1; len(vals) > 0; num++ {
 		// f: id[, token], m[, n, e, f]; an ID is a bulk string, never an
@@ -99,19 +139,20 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		} else if len(vals) >= width {
 			f, vals = vals[:width], vals[width:]
 		} else {
-			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
 		}
 		var tok string
 		if form == 0 {
 			tok = prefix + short62(num)
 		} else {
 			if tok, err = f[1].ToString(); err != nil {
-				return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+				return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
 			}
 			f = append(f[:1:1], f[2:]...) // id, m[, n, e, f]
 		}
-		msgs = append(msgs, base.TaskMessage{Queue: p.Queue})
-		m := &msgs[len(msgs)-1]
+		ls = append(ls, leased{m: base.TaskMessage{Queue: queue}})
+		x := &ls[len(ls)-1]
+		m := &x.m
 		if len(f) == 2 {
 			err = decodePlainTask(f[0], f[1], m)
 		} else {
@@ -120,19 +161,103 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		if err != nil {
 			// The task is active under a lease nobody holds; the
 			// Recoverer will find it when the lease runs out.
-			b.log.Error("rdb: fetched a task that cannot be decoded", "queue", p.Queue, "id", m.ID, "err", err)
+			b.log.Error("rdb: fetched a task that cannot be decoded", "queue", queue, "id", m.ID, "err", err)
 			if firstErr == nil {
-				firstErr = corruptError(p.Queue, m.ID)
+				firstErr = corruptError(queue, m.ID)
 			}
 			continue
 		}
-		leases = append(leases, broker.Lease{Msg: m, Token: tok, Deadline: dl, Duration: dur})
-		out = append(out, &leases[len(leases)-1])
+		x.l = broker.Lease{Msg: m, Token: tok, Deadline: dl, Duration: dur}
+		out = append(out, &x.l)
 	}
 	if len(out) == 0 && firstErr != nil {
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// maxSharedReply is the longest one-string fetch reply whose tasks share
+// it: their IDs and strings are slices of it and their payloads slices of
+// one copy, so that a batch costs a few allocations whatever its size. A
+// task kept keeps its batch's reply alive: past this size each task's
+// fields are copied out, as the list form does.
+const maxSharedReply = 64 << 10
+
+// readTasks reads the leases of a reply of form 3 (lua/fetch.lua): blob
+// holds count tasks, id NUL message, separated by NUL, the k-th task's
+// token prefix + short62(k). Any deviation is an error: the caller then
+// asks for the list form.
+func readTasks(queue, blob string, count int, prefix string, dl time.Time, dur time.Duration) ([]*broker.Lease, error) {
+	// Each task takes at least four bytes (an ID, a NUL, a message of two
+	// bytes at least), the last one with no NUL after it.
+	if count > (len(blob)+1)/5 {
+		return nil, fmt.Errorf("%d tasks in %d bytes", count, len(blob))
+	}
+	share := len(blob) <= maxSharedReply
+	var buf []byte
+	if share {
+		buf = []byte(blob)
+	}
+	toks := tokens(prefix, count)
+	ls := make([]leased, count)
+	out := make([]*broker.Lease, count)
+	i := 0
+	for k := range count {
+		j := strings.IndexByte(blob[i:], 0)
+		if j <= 0 {
+			return nil, fmt.Errorf("task %d: no ID", k+1)
+		}
+		id := blob[i : i+j]
+		i += j + 1
+		x := &ls[k]
+		x.m.Queue = queue
+		var mb []byte
+		if buf != nil {
+			mb = buf[i:]
+		}
+		n, err := decodeMessagePrefix(blob[i:], mb, !share, &x.m)
+		if err != nil {
+			return nil, fmt.Errorf("task %d: %w", k+1, err)
+		}
+		i += n
+		if k < count-1 {
+			if i >= len(blob) || blob[i] != 0 {
+				return nil, fmt.Errorf("task %d: no NUL after its message", k+1)
+			}
+			i++
+		}
+		if !share {
+			id = strings.Clone(id)
+		}
+		x.m.ID = id
+		x.l = broker.Lease{Msg: &x.m, Token: toks[k], Deadline: dl, Duration: dur}
+		out[k] = &x.l
+	}
+	if i != len(blob) {
+		return nil, fmt.Errorf("%d bytes after %d tasks", len(blob)-i, count)
+	}
+	return out, nil
+}
+
+// tokens returns the lease tokens of the first n tasks of a fetch with
+// prefix (prefix + short62(k), k from 1), as slices of one string.
+func tokens(prefix string, n int) []string {
+	var sb strings.Builder
+	sb.Grow(n * (len(prefix) + 3))
+	var d [12]byte
+	for k := 1; k <= n; k++ {
+		sb.WriteString(prefix)
+		sb.Write(appendShort62(d[:0], k))
+	}
+	all := sb.String()
+	out := make([]string, n)
+	start := 0
+	for k := 1; k <= n; k++ {
+		end := start + len(prefix) + len(appendShort62(d[:0], k))
+		out[k-1] = all[start:end]
+		start = end
+	}
+	return out
 }
 
 // digits62 are the digits of short62, as lua/lib.lua's short.
@@ -142,13 +267,19 @@ const digits62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ
 // number of a task in its fetch, which ends its lease token.
 func short62(n int) string {
 	var b [12]byte
+	return string(appendShort62(b[:0], n))
+}
+
+// appendShort62 appends short62(n) to dst.
+func appendShort62(dst []byte, n int) []byte {
+	var b [12]byte
 	i := len(b)
 	for {
 		i--
 		b[i] = digits62[n%62]
 		n /= 62
 		if n == 0 {
-			return string(b[i:])
+			return append(dst, b[i:]...)
 		}
 	}
 }

@@ -16,7 +16,12 @@
 -- has neither n, e nor f (a plain task: the common case), else 0, id, m,
 -- n, e, f (an absent field false)}. The i-th task's token is ARGV[4] .. i
 -- (i in base 62, lib.lua's short), which the caller makes itself: the
--- reply does not carry it when form is 0. A call again (below) answers
+-- reply does not carry it when form is 0 or 3. Form 3, when every task is
+-- plain: {deadline ms, lease ms, 3, one string: id NUL m NUL id NUL m ...,
+-- the number of tasks}
+-- (table.concat of the form-0 entries; an ID holds no control character
+-- and a message says where it ends: rdb.Fetch reads it whole, and calls
+-- again, for the list form, when it cannot). A call again (below) answers
 -- form 1, or 2 when it leaves tasks for the next, and each task's token
 -- after its ID (id, token, m; 0, id, token, m, n, e, f): its numbers have
 -- gaps. The leases hash stores the token with '+' appended when the task
@@ -234,6 +239,7 @@ local deadline = now + lease
 local dl = istr(deadline) -- a number argument would be formatted once per task
 local out = {deadline, lease, 0}
 local no = 3 -- #out, kept here: # costs a search per use
+local plain = true -- no task has n, e or f: the reply is form 3
 local zadd, lset = {}, {}
 -- lg: the started entry of the event log and the record, one string made
 -- once: the states first (set below), then the IDs.
@@ -280,6 +286,7 @@ for i, id in ipairs(ids) do
     lset[2 * n] = h
     lg[n + 1] = id
     if rn or re or rf then
+      plain = false
       out[no + 1] = 0
       out[no + 2] = id
       out[no + 3] = m
@@ -317,5 +324,9 @@ if n > 0 then
 end
 if tokens then
   redis.call('HSET', KEYS[6], 'tk', string.format('%.17g', tokens - n), 'tt', istr(now))
+end
+if plain and no > 3 then
+  -- Form 3: every task plain, their IDs and messages as one string.
+  return {deadline, lease, 3, table.concat(out, '\0', 4, no), n}
 end
 return out
