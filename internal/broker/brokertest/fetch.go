@@ -133,5 +133,84 @@ func fetchTests() []testCase {
 			e.advance(time.Hour) // the lease ran out, but only recovery makes it fetchable
 			e.fetchNone("default")
 		}},
+		{"MessagesIntactInOneFetch", func(e *env) {
+			// Messages of any bytes, fetched together: a backend that
+			// answers a batch as one string (rdb's fetch.lua) must neither
+			// mistake their bytes for its separators nor let one task's
+			// payload reach into another's. Twice: a small batch, and one
+			// with a 1 MB payload.
+			for _, big := range []bool{false, true} {
+				var all []byte
+				for b := range 256 {
+					all = append(all, byte(b))
+				}
+				payloads := [][]byte{nil, {}, {0}, []byte("\x00\n\x00"), all, []byte("plain")}
+				if big {
+					mb := make([]byte, 1<<20)
+					for i := range mb {
+						mb[i] = byte(i * 7)
+					}
+					payloads = append(payloads, mb)
+				}
+				var want []*base.TaskMessage
+				for i, p := range payloads {
+					m := e.newMsg("default")
+					m.Payload = p
+					if i == 3 {
+						m.Headers = map[string]string{"traceparent": "00-ab-01", "a": ""}
+						m.UniqueKey, m.UniqueTTL = "u/"+m.ID, time.Hour
+					}
+					if i == 4 {
+						m.ID = "tâche \u2603 " + m.ID
+						m.Priority = 3
+					}
+					e.enqueue(m)
+					want = append(want, m)
+				}
+				ls := e.fetchN("default", 100)
+				if len(ls) != len(want) {
+					e.Fatalf("Fetch = %d leases, want %d", len(ls), len(want))
+				}
+				byID := map[string]*broker.Lease{}
+				for _, l := range ls {
+					byID[l.Msg.ID] = l
+				}
+				for _, m := range want {
+					l := byID[m.ID]
+					if l == nil {
+						e.Fatalf("task %q not fetched", m.ID)
+					}
+					if !l.Msg.SameEnqueue(m) || len(l.Msg.Headers) != len(m.Headers) {
+						e.Errorf("task %q fetched as %+v, want %+v", m.ID, l.Msg, m)
+					}
+					for k, v := range m.Headers {
+						if l.Msg.Headers[k] != v {
+							e.Errorf("task %q: header %q = %q, want %q", m.ID, k, l.Msg.Headers[k], v)
+						}
+					}
+				}
+				// A handler may write its payload and append to it: the
+				// others stay as they were.
+				for _, l := range ls {
+					if len(l.Msg.Payload) > 0 {
+						l.Msg.Payload[0] ^= 0xff
+					}
+					l.Msg.Payload = append(l.Msg.Payload, "tail"...)
+				}
+				for _, m := range want {
+					p := byID[m.ID].Msg.Payload
+					got := p[:len(p)-4]
+					if len(got) > 0 {
+						got = append([]byte{got[0] ^ 0xff}, got[1:]...)
+					}
+					if string(got) != string(m.Payload) || string(p[len(p)-4:]) != "tail" {
+						e.Errorf("task %q: payload changed by the other tasks' writes", m.ID)
+					}
+				}
+				for _, l := range ls {
+					e.complete(l.Ref())
+				}
+			}
+		}},
 	}
 }
