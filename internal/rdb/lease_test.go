@@ -96,17 +96,41 @@ func TestActiveZsetIsSkiplist(t *testing.T) {
 	}
 }
 
-// TestFetchReplyForms checks rdb.Fetch's reading of fetch.lua's reply, in
-// which a plain task has three entries and a task with n, e or f is
-// marked by an integer before its seven: numeric IDs, which a careless
-// reading would take for that mark, and both forms in one batch.
+// TestFetchReplyForms checks rdb.Fetch's reading of fetch.lua's reply: a
+// batch of plain tasks as one string (form 3), and the list form, in
+// which a plain task has two entries and a task with n, e or f is marked
+// by an integer before its six: numeric IDs, which a careless reading
+// would take for that mark, and both kinds in one batch. (A call again
+// answers the list form with tokens: fetch_lost_test.go.)
 func TestFetchReplyForms(t *testing.T) {
 	b := newTestBroker(t, nil)
 	ctx := t.Context()
 	for _, id := range []string{"0", "1", "retried", "42"} {
 		mustEnqueue(t, b, msg("q", id), time.Time{})
 	}
+	// The raw reply of a fetch of plain tasks: form 3, one string, the
+	// count. The script leases them; Fetch below takes the others.
+	k := newQueueKeys("q")
+	prefix := tokenPrefix("s1")
+	vals, err := b.run(ctx, call{
+		s:    scriptFetch,
+		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix},
+		args: []string{b.nowArg(), "2", "30000", prefix, b.logLen, "0"},
+	}).ToArray()
+	if err != nil || len(vals) != 5 {
+		t.Fatalf("fetch.lua = %v, %v; want five entries", vals, err)
+	}
+	if form, _ := vals[2].ToInt64(); form != 3 {
+		t.Fatalf("fetch.lua answered form %d for plain tasks, want 3", form)
+	}
+	blob, _ := vals[3].ToString()
+	count, _ := vals[4].ToInt64()
+	raw, err := readTasks("q", blob, int(count), prefix, time.Now(), time.Minute)
+	if err != nil || len(raw) != 2 || raw[0].Msg.ID != "0" || raw[1].Msg.ID != "1" || raw[1].Token != prefix+"2" {
+		t.Fatalf("readTasks = %v, %v; want tasks 0 and 1", raw, err)
+	}
 	ls := mustFetch(t, b, "q", 4)
+	ls = append(ls, raw...)
 	for _, l := range ls {
 		if l.Msg.ID == "retried" {
 			if err := b.Retry(ctx, broker.RetryParams{Lease: l.Ref(), ErrMsg: "boom", IsFailure: true}); err != nil {

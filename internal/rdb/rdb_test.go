@@ -447,18 +447,25 @@ func TestCheckInvariantsFindsViolations(t *testing.T) {
 
 // TestCorruptTask checks that a task whose message cannot be decoded does
 // not break Fetch for the others and can still be recovered, in either of
-// the two forms of a task (lua/lib.lua's task_get).
+// the two forms of a task (lua/lib.lua's task_get), nor a message with
+// bytes after its end, which a one-string reply would mistake for tasks.
 func TestCorruptTask(t *testing.T) {
-	for _, form := range []string{"string", "hash"} {
+	for _, form := range []string{"string", "hash", "trailing"} {
 		t.Run(form, func(t *testing.T) {
 			clock := clockwork.NewFakeClockAt(epoch)
 			b := newTestBroker(t, clock)
 			ctx := t.Context()
 			mustEnqueue(t, b, msg("q", "bad"), time.Time{})
 			mustEnqueue(t, b, msg("q", "good"), time.Time{})
-			if form == "string" {
+			switch form {
+			case "string":
 				redis(t, b, "SET", "htq:{q}:t:bad", "garbage")
-			} else {
+			case "trailing":
+				// A message followed by what reads as another task in a
+				// one-string reply (lua/fetch.lua's form 3).
+				m := encodeMessage(nil, msg("q", "bad"))
+				redis(t, b, "SET", "htq:{q}:t:bad", string(m)+"\x00evil\x00"+string(m))
+			default:
 				setTaskFields(t, b, "htq:{q}:t:bad", "m", "garbage")
 			}
 			ls := mustFetch(t, b, "q", 10)
