@@ -421,7 +421,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 	calls := make([]call, len(groups))
 	for j := range groups {
 		g := &groups[j]
-		g.idx = distinctIDs(leases, g.idx, errs)
+		g.idx = b.distinctIDs(leases, g.idx, errs)
 		n := len(g.idx)
 		args := make([]string, 6+2*n)
 		args[0], args[1], args[2], args[3], args[4] = now, channelEvents, g.k.name, grace, b.logLen
@@ -466,12 +466,17 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 // distinctIDs returns idx, indexes into leases of one queue, without
 // those that repeat the ID of an earlier one, whose errs it sets to a
 // lost lease (broker.Broker.Complete: a repeat completes nothing), so that
-// complete.lua needs no set of its own to find them.
-func distinctIDs(leases []broker.LeaseRef, idx []int, errs []error) []int {
+// complete.lua needs no set of its own to find them. The set of IDs seen
+// is taken from b.seen and given back empty: a batch of distinct IDs, the
+// common case, then allocates nothing.
+func (b *Broker) distinctIDs(leases []broker.LeaseRef, idx []int, errs []error) []int {
 	if len(idx) < 2 {
 		return idx
 	}
-	seen := make(map[string]struct{}, len(idx))
+	seen, _ := b.seen.Get().(map[string]struct{})
+	if seen == nil {
+		seen = make(map[string]struct{}, len(idx))
+	}
 	out := idx[:0]
 	for _, i := range idx {
 		if _, ok := seen[leases[i].ID]; ok {
@@ -481,8 +486,16 @@ func distinctIDs(leases []broker.LeaseRef, idx []int, errs []error) []int {
 		seen[leases[i].ID] = struct{}{}
 		out = append(out, i)
 	}
+	if len(seen) <= maxSeenKept {
+		clear(seen)
+		b.seen.Put(seen)
+	}
 	return out
 }
+
+// maxSeenKept is the largest set of IDs distinctIDs keeps for the next
+// call: a map does not shrink, and a rare huge batch should not stay.
+const maxSeenKept = 4096
 
 func leaseLost(op string, l broker.LeaseRef) error {
 	return fmt.Errorf("rdb: %s %s/%s: %w", op, l.Queue, l.ID, base.ErrLeaseLost)

@@ -104,6 +104,9 @@ type Broker struct {
 	logLen      string   // EventLogSize as an ARGV ("0": the log is off)
 	lockSlackMS int64    // added to the PX ttl of uniqueness locks
 	queues      sync.Map // queue name -> *queueKeys
+	// seen holds empty map[string]struct{} for Complete's search for
+	// repeated IDs (distinctIDs).
+	seen sync.Pool
 
 	// life is cancelled by Close; subscriptions end with it.
 	life      context.Context
