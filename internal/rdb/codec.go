@@ -194,31 +194,25 @@ func appendString(dst []byte, s string) []byte {
 // their shortest form, a deadline's nanoseconds of a second or more, and a
 // count that does not fit an int.
 func decodeMessage(blob string, m *base.TaskMessage) error {
-	n, err := decodeMessagePrefix(blob, nil, len(blob) > 512, m)
-	if err != nil || n != len(blob) {
-		return errCorrupt
-	}
-	return nil
+	return decodeMessageIn(blob, nil, len(blob) > 512, m)
 }
 
-// decodeMessagePrefix decodes the message at the start of s, as
-// decodeMessage does, and returns its length: the bytes after it are not
-// read, since a message says where it ends. buf, when not nil, holds the
-// same bytes as s, and the payload is a slice of it (its capacity ends
-// with it) instead of a copy; own copies the strings out of s (a large
-// message, or an s that holds more than m's, would otherwise be kept
-// alive by m).
-func decodeMessagePrefix(s string, buf []byte, own bool, m *base.TaskMessage) (int, error) {
+// decodeMessageIn decodes the message s as decodeMessage does. buf, when
+// not nil, holds the same bytes as s, and the payload is a slice of it
+// (its capacity ends with it) instead of a copy; own copies the strings
+// out of s (a large message, or an s that is part of a larger string,
+// would otherwise be kept alive by m).
+func decodeMessageIn(s string, buf []byte, own bool, m *base.TaskMessage) error {
 	d := decoder{s: s}
 	if len(s) < 2 || s[0] != codecVersion && s[0] != codecVersionExt || s[1]&^flagsKnown != 0 {
-		return 0, errCorrupt
+		return errCorrupt
 	}
 	flags := s[1]
 	d.i = 2
 	var ext byte
 	if s[0] == codecVersionExt {
 		if len(s) < 3 || s[2] == 0 || s[2]&^extKnown != 0 {
-			return 0, errCorrupt
+			return errCorrupt
 		}
 		ext = s[2]
 		d.i = 3
@@ -279,8 +273,8 @@ func decodeMessagePrefix(s string, buf []byte, own bool, m *base.TaskMessage) (i
 	if flags&flagHeaders != 0 {
 		m.Headers = d.headers()
 	}
-	if d.bad {
-		return 0, errCorrupt
+	if d.bad || d.i != len(s) {
+		return errCorrupt
 	}
 	if own {
 		// The strings above point into s; copy them so that a kept
@@ -292,7 +286,7 @@ func decodeMessagePrefix(s string, buf []byte, own bool, m *base.TaskMessage) (i
 		m.Workflow = strings.Clone(m.Workflow)
 		m.WorkflowTask = strings.Clone(m.WorkflowTask)
 	}
-	return d.i, nil
+	return nil
 }
 
 type decoder struct {

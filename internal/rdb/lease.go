@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/tinylib/msgp/msgp"
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
@@ -108,12 +109,12 @@ func (b *Broker) fetchReply(queue string, vals []rueidis.RedisMessage, prefix st
 		if err != nil || cerr != nil || len(vals) != 5 || count < 1 {
 			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
 		}
-		out, err := readTasks(queue, blob, int(count), prefix, dl, dur)
-		if err != nil {
+		out, err := b.readTasks(queue, blob, int(count), prefix, dl, dur)
+		if err != nil && !errors.Is(err, errCorrupt) {
 			b.log.Warn("rdb: a fetch's one-string reply cannot be read; fetching its tasks one by one", "queue", queue, "err", err)
 			return nil, errFetchAgain
 		}
-		return out, nil
+		return out, err
 	}
 	if form == 2 && again {
 		// A fetch again handed out only p.Max of the tasks its record
@@ -184,57 +185,67 @@ func (b *Broker) fetchReply(queue string, vals []rueidis.RedisMessage, prefix st
 const maxSharedReply = 64 << 10
 
 // readTasks reads the leases of a reply of form 3 (lua/fetch.lua): blob
-// holds count tasks, id NUL message, separated by NUL, the k-th task's
-// token prefix + short62(k). Any deviation is an error: the caller then
-// asks for the list form.
-func readTasks(queue, blob string, count int, prefix string, dl time.Time, dur time.Duration) ([]*broker.Lease, error) {
-	// Each task takes at least four bytes (an ID, a NUL, a message of two
-	// bytes at least), the last one with no NUL after it.
-	if count > (len(blob)+1)/5 {
-		return nil, fmt.Errorf("%d tasks in %d bytes", count, len(blob))
+// is a MessagePack array of count tasks, each an ID and a message, the
+// k-th task's token prefix + short62(k). A task whose message cannot be
+// decoded is left out, logged, and reported when it is the only one, as
+// the list form does; an error is a reply that is not of this form, for
+// which the caller asks for the list form.
+func (b *Broker) readTasks(queue, blob string, count int, prefix string, dl time.Time, dur time.Duration) ([]*broker.Lease, error) {
+	buf := []byte(blob)
+	n, rest, err := msgp.ReadArrayHeaderBytes(buf)
+	if err != nil || int64(n) != 2*int64(count) {
+		return nil, fmt.Errorf("not an array of %d tasks (%d entries, %v)", count, n, err)
 	}
 	share := len(blob) <= maxSharedReply
-	var buf []byte
-	if share {
-		buf = []byte(blob)
-	}
 	toks := tokens(prefix, count)
 	ls := make([]leased, count)
-	out := make([]*broker.Lease, count)
-	i := 0
-	for k := range count {
-		j := strings.IndexByte(blob[i:], 0)
-		if j <= 0 {
-			return nil, fmt.Errorf("task %d: no ID", k+1)
-		}
-		id := blob[i : i+j]
-		i += j + 1
-		x := &ls[k]
-		x.m.Queue = queue
-		var mb []byte
-		if buf != nil {
-			mb = buf[i:]
-		}
-		n, err := decodeMessagePrefix(blob[i:], mb, !share, &x.m)
+	out := make([]*broker.Lease, 0, count)
+	var firstErr error
+	// next reads the next string of the array: its place in blob and buf.
+	next := func() (int, int, error) {
+		v, o, err := msgp.ReadStringZC(rest)
 		if err != nil {
-			return nil, fmt.Errorf("task %d: %w", k+1, err)
+			return 0, 0, err
 		}
-		i += n
-		if k < count-1 {
-			if i >= len(blob) || blob[i] != 0 {
-				return nil, fmt.Errorf("task %d: no NUL after its message", k+1)
-			}
-			i++
+		rest = o
+		end := len(buf) - len(o)
+		return end - len(v), end, nil
+	}
+	for k := range count {
+		i, j, err := next()
+		if err != nil {
+			return nil, fmt.Errorf("task %d's ID: %w", k+1, err)
+		}
+		id := blob[i:j]
+		if i, j, err = next(); err != nil {
+			return nil, fmt.Errorf("task %d's message: %w", k+1, err)
 		}
 		if !share {
 			id = strings.Clone(id)
 		}
-		x.m.ID = id
+		x := &ls[k]
+		x.m.Queue, x.m.ID = queue, id
+		var mb []byte
+		if share {
+			mb = buf[i:j]
+		}
+		if err := decodeMessageIn(blob[i:j], mb, !share || j-i > 512, &x.m); err != nil {
+			// The task is active under a lease nobody holds; the
+			// Recoverer will find it when the lease runs out.
+			b.log.Error("rdb: fetched a task that cannot be decoded", "queue", queue, "id", id, "err", err)
+			if firstErr == nil {
+				firstErr = corruptError(queue, id)
+			}
+			continue
+		}
 		x.l = broker.Lease{Msg: &x.m, Token: toks[k], Deadline: dl, Duration: dur}
-		out[k] = &x.l
+		out = append(out, &x.l)
 	}
-	if i != len(blob) {
-		return nil, fmt.Errorf("%d bytes after %d tasks", len(blob)-i, count)
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%d bytes after %d tasks", len(rest), count)
+	}
+	if len(out) == 0 && firstErr != nil {
+		return nil, firstErr
 	}
 	return out, nil
 }

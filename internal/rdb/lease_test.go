@@ -1,11 +1,14 @@
 package rdb
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tinylib/msgp/msgp"
 
 	"github.com/htqueue/htq/internal/broker"
 )
@@ -125,7 +128,7 @@ func TestFetchReplyForms(t *testing.T) {
 	}
 	blob, _ := vals[3].ToString()
 	count, _ := vals[4].ToInt64()
-	raw, err := readTasks("q", blob, int(count), prefix, time.Now(), time.Minute)
+	raw, err := b.readTasks("q", blob, int(count), prefix, time.Now(), time.Minute)
 	if err != nil || len(raw) != 2 || raw[0].Msg.ID != "0" || raw[1].Msg.ID != "1" || raw[1].Token != prefix+"2" {
 		t.Fatalf("readTasks = %v, %v; want tasks 0 and 1", raw, err)
 	}
@@ -207,6 +210,30 @@ func completeAll(t *testing.T, b *Broker, ls []*broker.Lease) {
 	for i, err := range b.Complete(t.Context(), refs) {
 		if err != nil {
 			t.Errorf("Complete %s: %v", refs[i].ID, err)
+		}
+	}
+}
+
+// TestReadTasksRefusesOtherReplies checks that a form-3 reply that is not
+// a MessagePack array of the count's tasks is an error (Fetch then calls
+// again for the list form), never a panic or a lease of part of it.
+func TestReadTasksRefusesOtherReplies(t *testing.T) {
+	b := newTestBroker(t, nil)
+	m := string(encodeMessage(nil, msg("q", "a")))
+	good := string(msgp.AppendString(msgp.AppendString(msgp.AppendArrayHeader(nil, 2), "a"), m))
+	if ls, err := b.readTasks("q", good, 1, "p.", time.Now(), time.Minute); err != nil || len(ls) != 1 || ls[0].Msg.ID != "a" {
+		t.Fatalf("readTasks of a good reply = %v, %v", ls, err)
+	}
+	for name, blob := range map[string]string{
+		"empty":       "",
+		"count":       string(msgp.AppendArrayHeader(nil, 4)) + good[1:],
+		"truncated":   good[:len(good)-3],
+		"trailing":    good + "x",
+		"not strings": string(msgp.AppendInt(msgp.AppendInt(msgp.AppendArrayHeader(nil, 2), 1), 2)),
+		"not array":   string(msgp.AppendString(nil, "a")),
+	} {
+		if ls, err := b.readTasks("q", blob, 1, "p.", time.Now(), time.Minute); err == nil || errors.Is(err, errCorrupt) {
+			t.Errorf("%s: readTasks = %v, %v; want an error that is not a corrupt task", name, ls, err)
 		}
 	}
 }

@@ -448,7 +448,7 @@ func TestCheckInvariantsFindsViolations(t *testing.T) {
 // TestCorruptTask checks that a task whose message cannot be decoded does
 // not break Fetch for the others and can still be recovered, in either of
 // the two forms of a task (lua/lib.lua's task_get), nor a message with
-// bytes after its end, which a one-string reply would mistake for tasks.
+// bytes after its end, in the one-string reply (lua/fetch.lua's form 3).
 func TestCorruptTask(t *testing.T) {
 	for _, form := range []string{"string", "hash", "trailing"} {
 		t.Run(form, func(t *testing.T) {
@@ -461,8 +461,8 @@ func TestCorruptTask(t *testing.T) {
 			case "string":
 				redis(t, b, "SET", "htq:{q}:t:bad", "garbage")
 			case "trailing":
-				// A message followed by what reads as another task in a
-				// one-string reply (lua/fetch.lua's form 3).
+				// A message followed by what would read as another task
+				// if a reply's tasks were only joined.
 				m := encodeMessage(nil, msg("q", "bad"))
 				redis(t, b, "SET", "htq:{q}:t:bad", string(m)+"\x00evil\x00"+string(m))
 			default:
