@@ -194,37 +194,23 @@ func appendString(dst []byte, s string) []byte {
 // their shortest form, a deadline's nanoseconds of a second or more, and a
 // count that does not fit an int.
 func decodeMessage(blob string, m *base.TaskMessage) error {
-	return decodeMessageIn(blob, nil, len(blob) > 512, m)
-}
-
-// decodeMessageIn decodes the message s as decodeMessage does. buf, when
-// not nil, holds the same bytes as s, and the payload is a slice of it
-// (its capacity ends with it) instead of a copy; own copies the strings
-// out of s (a large message, or an s that is part of a larger string,
-// would otherwise be kept alive by m).
-func decodeMessageIn(s string, buf []byte, own bool, m *base.TaskMessage) error {
-	d := decoder{s: s}
-	if len(s) < 2 || s[0] != codecVersion && s[0] != codecVersionExt || s[1]&^flagsKnown != 0 {
+	d := decoder{s: blob}
+	if len(blob) < 2 || blob[0] != codecVersion && blob[0] != codecVersionExt || blob[1]&^flagsKnown != 0 {
 		return errCorrupt
 	}
-	flags := s[1]
+	flags := blob[1]
 	d.i = 2
 	var ext byte
-	if s[0] == codecVersionExt {
-		if len(s) < 3 || s[2] == 0 || s[2]&^extKnown != 0 {
+	if blob[0] == codecVersionExt {
+		if len(blob) < 3 || blob[2] == 0 || blob[2]&^extKnown != 0 {
 			return errCorrupt
 		}
-		ext = s[2]
+		ext = blob[2]
 		d.i = 3
 	}
 	m.Type = d.str()
 	if flags&flagPayload != 0 {
-		p := d.str()
-		if end := d.i; buf != nil && !d.bad && len(buf) >= end {
-			m.Payload = buf[end-len(p) : end : end]
-		} else {
-			m.Payload = []byte(p)
-		}
+		m.Payload = []byte(d.str())
 	}
 	if n := d.uvarint(); n <= math.MaxInt {
 		m.MaxRetry = int(n)
@@ -273,12 +259,12 @@ func decodeMessageIn(s string, buf []byte, own bool, m *base.TaskMessage) error 
 	if flags&flagHeaders != 0 {
 		m.Headers = d.headers()
 	}
-	if d.bad || d.i != len(s) {
+	if d.bad || d.i != len(blob) {
 		return errCorrupt
 	}
-	if own {
-		// The strings above point into s; copy them so that a kept
-		// message does not keep a large reply alive.
+	if len(blob) > 512 {
+		// The strings above point into blob; copy them so that a kept
+		// message does not keep a large payload's reply alive twice.
 		m.Type = strings.Clone(m.Type)
 		m.UniqueKey = strings.Clone(m.UniqueKey)
 		m.GroupKey = strings.Clone(m.GroupKey)

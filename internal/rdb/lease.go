@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/tinylib/msgp/msgp"
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
@@ -33,90 +32,47 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if prefix == "" {
 		prefix, again = tokenPrefix(p.ServerID), "0"
 	}
-	for {
-		c := call{
-			s:    scriptFetch,
-			keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix},
-			args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen, again},
-		}
-		vals, err := b.run(ctx, c).ToArray()
-		if err != nil {
-			if outcomeUnknown(err) {
-				// The script may have leased tasks whose reply was lost: a
-				// next Fetch of the queue calls with this prefix again and
-				// gets them (lua/fetch.lua's record).
-				k.keepRefetch(prefix)
-			}
-			return nil, b.wrap("fetch "+p.Queue, err)
-		}
-		leases, err := b.fetchReply(p.Queue, vals, prefix, again == "1", k)
-		if errors.Is(err, errFetchAgain) && again == "0" {
-			// The one-string reply could not be read whole; the call
-			// again answers the list form, which reads each task alone.
-			again = "1"
-			continue
-		}
-		return leases, err
+	c := call{
+		s:    scriptFetch,
+		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix},
+		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen, again},
 	}
-}
-
-// errFetchAgain tells Fetch that a reply of form 3 could not be read: the
-// tasks are leased under the prefix, and a call again gets them.
-var errFetchAgain = errors.New("rdb: fetch reply unreadable")
-
-// leased is a lease and its message, allocated together per batch.
-type leased struct {
-	l broker.Lease
-	m base.TaskMessage
-}
-
-// fetchReply reads fetch.lua's reply vals to a call with prefix (again:
-// a call again, whose tokens the reply carries).
-func (b *Broker) fetchReply(queue string, vals []rueidis.RedisMessage, prefix string, again bool, k *queueKeys) ([]*broker.Lease, error) {
+	vals, err := b.run(ctx, c).ToArray()
+	if err != nil {
+		if outcomeUnknown(err) {
+			// The script may have leased tasks whose reply was lost: a
+			// next Fetch of the queue calls with this prefix again and
+			// gets them (lua/fetch.lua's record).
+			k.keepRefetch(prefix)
+		}
+		return nil, b.wrap("fetch "+p.Queue, err)
+	}
 	if len(vals) == 0 {
 		return nil, nil
 	}
 	deadline, err := vals[0].AsInt64()
 	if err != nil || len(vals) < 2 {
-		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
 	leaseMS, err := vals[1].AsInt64()
 	if err != nil {
-		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
 	if deadline == -1 {
-		return nil, &broker.ThrottledError{Queue: queue, RetryIn: time.Duration(leaseMS) * time.Millisecond}
+		return nil, &broker.ThrottledError{Queue: p.Queue, RetryIn: time.Duration(leaseMS) * time.Millisecond}
 	}
 	if len(vals) < 3 {
-		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
 	// form (lua/fetch.lua): 0 a fetch, whose tokens the reply leaves out
 	// (the k-th task's is prefix + short62(k)); 1 a call again, each
 	// token after its task's ID; 2 the same, the record keeping tasks for
-	// the next Fetch; 3 a fetch of plain tasks only, in one string.
+	// the next Fetch.
 	form, err := vals[2].ToInt64()
-	if err != nil || form < 0 || form > 3 {
-		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
+	if err != nil || form < 0 || form > 2 {
+		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
-	dl := time.UnixMilli(deadline)
-	dur := time.Duration(leaseMS) * time.Millisecond
-	if form == 3 {
-		if len(vals) != 5 {
-			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
-		}
-		blob, err := vals[3].ToString()
-		count, cerr := vals[4].AsInt64()
-		if err != nil || cerr != nil || len(vals) != 5 || count < 1 {
-			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
-		}
-		out, err := b.readTasks(queue, blob, int(count), prefix, dl, dur)
-		if err != nil && !errors.Is(err, errCorrupt) {
-			b.log.Warn("rdb: a fetch's one-string reply cannot be read; fetching its tasks one by one", "queue", queue, "err", err)
-			return nil, errFetchAgain
-		}
-		return out, err
-	}
-	if form == 2 && again {
+	if form == 2 && again == "1" {
 		// A fetch again handed out only p.Max of the tasks its record
 		// holds: the next Fetch takes the prefix for the others.
 		k.keepRefetch(prefix)
@@ -128,8 +84,15 @@ func (b *Broker) fetchReply(queue string, vals []rueidis.RedisMessage, prefix st
 	if form != 0 {
 		width = 3
 	}
+	// A lease and its message are allocated together, for the batch.
 	ls := make([]leased, 0, len(vals)/2)
 	out := make([]*broker.Lease, 0, len(vals)/2)
+	var toks []string // form 0: the tokens, slices of one string
+	if form == 0 {
+		toks = tokens(prefix, len(vals)/2)
+	}
+	dl := time.UnixMilli(deadline)
+	dur := time.Duration(leaseMS) * time.Millisecond
 	var firstErr error
 	for num := 1; len(vals) > 0; num++ {
 		// f: id[, token], m[, n, e, f]; an ID is a bulk string, never an
@@ -140,18 +103,21 @@ func (b *Broker) fetchReply(queue string, vals []rueidis.RedisMessage, prefix st
 		} else if len(vals) >= width {
 			f, vals = vals[:width], vals[width:]
 		} else {
-			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
+			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 		}
 		var tok string
 		if form == 0 {
-			tok = prefix + short62(num)
+			if num > len(toks) {
+				return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+			}
+			tok = toks[num-1]
 		} else {
 			if tok, err = f[1].ToString(); err != nil {
-				return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", queue)
+				return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 			}
 			f = append(f[:1:1], f[2:]...) // id, m[, n, e, f]
 		}
-		ls = append(ls, leased{m: base.TaskMessage{Queue: queue}})
+		ls = append(ls, leased{m: base.TaskMessage{Queue: p.Queue}})
 		x := &ls[len(ls)-1]
 		m := &x.m
 		if len(f) == 2 {
@@ -162,9 +128,9 @@ func (b *Broker) fetchReply(queue string, vals []rueidis.RedisMessage, prefix st
 		if err != nil {
 			// The task is active under a lease nobody holds; the
 			// Recoverer will find it when the lease runs out.
-			b.log.Error("rdb: fetched a task that cannot be decoded", "queue", queue, "id", m.ID, "err", err)
+			b.log.Error("rdb: fetched a task that cannot be decoded", "queue", p.Queue, "id", m.ID, "err", err)
 			if firstErr == nil {
-				firstErr = corruptError(queue, m.ID)
+				firstErr = corruptError(p.Queue, m.ID)
 			}
 			continue
 		}
@@ -177,81 +143,15 @@ func (b *Broker) fetchReply(queue string, vals []rueidis.RedisMessage, prefix st
 	return out, nil
 }
 
-// maxSharedReply is the longest one-string fetch reply whose tasks share
-// it: their IDs and strings are slices of it and their payloads slices of
-// one copy, so that a batch costs a few allocations whatever its size. A
-// task kept keeps its batch's reply alive: past this size each task's
-// fields are copied out, as the list form does.
-const maxSharedReply = 64 << 10
-
-// readTasks reads the leases of a reply of form 3 (lua/fetch.lua): blob
-// is a MessagePack array of count tasks, each an ID and a message, the
-// k-th task's token prefix + short62(k). A task whose message cannot be
-// decoded is left out, logged, and reported when it is the only one, as
-// the list form does; an error is a reply that is not of this form, for
-// which the caller asks for the list form.
-func (b *Broker) readTasks(queue, blob string, count int, prefix string, dl time.Time, dur time.Duration) ([]*broker.Lease, error) {
-	buf := []byte(blob)
-	n, rest, err := msgp.ReadArrayHeaderBytes(buf)
-	if err != nil || int64(n) != 2*int64(count) {
-		return nil, fmt.Errorf("not an array of %d tasks (%d entries, %v)", count, n, err)
-	}
-	share := len(blob) <= maxSharedReply
-	toks := tokens(prefix, count)
-	ls := make([]leased, count)
-	out := make([]*broker.Lease, 0, count)
-	var firstErr error
-	// next reads the next string of the array: its place in blob and buf.
-	next := func() (int, int, error) {
-		v, o, err := msgp.ReadStringZC(rest)
-		if err != nil {
-			return 0, 0, err
-		}
-		rest = o
-		end := len(buf) - len(o)
-		return end - len(v), end, nil
-	}
-	for k := range count {
-		i, j, err := next()
-		if err != nil {
-			return nil, fmt.Errorf("task %d's ID: %w", k+1, err)
-		}
-		id := blob[i:j]
-		if i, j, err = next(); err != nil {
-			return nil, fmt.Errorf("task %d's message: %w", k+1, err)
-		}
-		if !share {
-			id = strings.Clone(id)
-		}
-		x := &ls[k]
-		x.m.Queue, x.m.ID = queue, id
-		var mb []byte
-		if share {
-			mb = buf[i:j]
-		}
-		if err := decodeMessageIn(blob[i:j], mb, !share || j-i > 512, &x.m); err != nil {
-			// The task is active under a lease nobody holds; the
-			// Recoverer will find it when the lease runs out.
-			b.log.Error("rdb: fetched a task that cannot be decoded", "queue", queue, "id", id, "err", err)
-			if firstErr == nil {
-				firstErr = corruptError(queue, id)
-			}
-			continue
-		}
-		x.l = broker.Lease{Msg: &x.m, Token: toks[k], Deadline: dl, Duration: dur}
-		out = append(out, &x.l)
-	}
-	if len(rest) != 0 {
-		return nil, fmt.Errorf("%d bytes after %d tasks", len(rest), count)
-	}
-	if len(out) == 0 && firstErr != nil {
-		return nil, firstErr
-	}
-	return out, nil
+// leased is a lease and its message, allocated together per batch.
+type leased struct {
+	l broker.Lease
+	m base.TaskMessage
 }
 
 // tokens returns the lease tokens of the first n tasks of a fetch with
-// prefix (prefix + short62(k), k from 1), as slices of one string.
+// prefix (prefix + short62(k), k from 1), as slices of one string: one
+// allocation for the batch instead of one a task.
 func tokens(prefix string, n int) []string {
 	var sb strings.Builder
 	sb.Grow(n * (len(prefix) + 3))
@@ -478,8 +378,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 // those that repeat the ID of an earlier one, whose errs it sets to a
 // lost lease (broker.Broker.Complete: a repeat completes nothing), so that
 // complete.lua needs no set of its own to find them. The set of IDs seen
-// is taken from b.seen and given back empty: a batch of distinct IDs, the
-// common case, then allocates nothing.
+// is taken from b.seen and given back empty: a call allocates none.
 func (b *Broker) distinctIDs(leases []broker.LeaseRef, idx []int, errs []error) []int {
 	if len(idx) < 2 {
 		return idx

@@ -1,14 +1,11 @@
 package rdb
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tinylib/msgp/msgp"
 
 	"github.com/htqueue/htq/internal/broker"
 )
@@ -99,41 +96,17 @@ func TestActiveZsetIsSkiplist(t *testing.T) {
 	}
 }
 
-// TestFetchReplyForms checks rdb.Fetch's reading of fetch.lua's reply: a
-// batch of plain tasks as one string (form 3), and the list form, in
-// which a plain task has two entries and a task with n, e or f is marked
-// by an integer before its six: numeric IDs, which a careless reading
-// would take for that mark, and both kinds in one batch. (A call again
-// answers the list form with tokens: fetch_lost_test.go.)
+// TestFetchReplyForms checks rdb.Fetch's reading of fetch.lua's reply, in
+// which a plain task has three entries and a task with n, e or f is
+// marked by an integer before its seven: numeric IDs, which a careless
+// reading would take for that mark, and both forms in one batch.
 func TestFetchReplyForms(t *testing.T) {
 	b := newTestBroker(t, nil)
 	ctx := t.Context()
 	for _, id := range []string{"0", "1", "retried", "42"} {
 		mustEnqueue(t, b, msg("q", id), time.Time{})
 	}
-	// The raw reply of a fetch of plain tasks: form 3, one string, the
-	// count. The script leases them; Fetch below takes the others.
-	k := newQueueKeys("q")
-	prefix := tokenPrefix("s1")
-	vals, err := b.run(ctx, call{
-		s:    scriptFetch,
-		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix},
-		args: []string{b.nowArg(), "2", "30000", prefix, b.logLen, "0"},
-	}).ToArray()
-	if err != nil || len(vals) != 5 {
-		t.Fatalf("fetch.lua = %v, %v; want five entries", vals, err)
-	}
-	if form, _ := vals[2].ToInt64(); form != 3 {
-		t.Fatalf("fetch.lua answered form %d for plain tasks, want 3", form)
-	}
-	blob, _ := vals[3].ToString()
-	count, _ := vals[4].ToInt64()
-	raw, err := b.readTasks("q", blob, int(count), prefix, time.Now(), time.Minute)
-	if err != nil || len(raw) != 2 || raw[0].Msg.ID != "0" || raw[1].Msg.ID != "1" || raw[1].Token != prefix+"2" {
-		t.Fatalf("readTasks = %v, %v; want tasks 0 and 1", raw, err)
-	}
 	ls := mustFetch(t, b, "q", 4)
-	ls = append(ls, raw...)
 	for _, l := range ls {
 		if l.Msg.ID == "retried" {
 			if err := b.Retry(ctx, broker.RetryParams{Lease: l.Ref(), ErrMsg: "boom", IsFailure: true}); err != nil {
@@ -183,6 +156,11 @@ func TestFetchTokensAreTheLeases(t *testing.T) {
 			t.Errorf("short62(%d) = %q, want %q", n, got, want)
 		}
 	}
+	for k, tok := range tokens("p.", 4000) {
+		if want := "p." + short62(k+1); tok != want {
+			t.Fatalf("tokens(p., 4000)[%d] = %q, want %q", k, tok, want)
+		}
+	}
 	b := newTestBroker(t, nil)
 	ctx := t.Context()
 	for i := range 70 {
@@ -210,30 +188,6 @@ func completeAll(t *testing.T, b *Broker, ls []*broker.Lease) {
 	for i, err := range b.Complete(t.Context(), refs) {
 		if err != nil {
 			t.Errorf("Complete %s: %v", refs[i].ID, err)
-		}
-	}
-}
-
-// TestReadTasksRefusesOtherReplies checks that a form-3 reply that is not
-// a MessagePack array of the count's tasks is an error (Fetch then calls
-// again for the list form), never a panic or a lease of part of it.
-func TestReadTasksRefusesOtherReplies(t *testing.T) {
-	b := newTestBroker(t, nil)
-	m := string(encodeMessage(nil, msg("q", "a")))
-	good := string(msgp.AppendString(msgp.AppendString(msgp.AppendArrayHeader(nil, 2), "a"), m))
-	if ls, err := b.readTasks("q", good, 1, "p.", time.Now(), time.Minute); err != nil || len(ls) != 1 || ls[0].Msg.ID != "a" {
-		t.Fatalf("readTasks of a good reply = %v, %v", ls, err)
-	}
-	for name, blob := range map[string]string{
-		"empty":       "",
-		"count":       string(msgp.AppendArrayHeader(nil, 4)) + good[1:],
-		"truncated":   good[:len(good)-3],
-		"trailing":    good + "x",
-		"not strings": string(msgp.AppendInt(msgp.AppendInt(msgp.AppendArrayHeader(nil, 2), 1), 2)),
-		"not array":   string(msgp.AppendString(nil, "a")),
-	} {
-		if ls, err := b.readTasks("q", blob, 1, "p.", time.Now(), time.Minute); err == nil || errors.Is(err, errCorrupt) {
-			t.Errorf("%s: readTasks = %v, %v; want an error that is not a corrupt task", name, ls, err)
 		}
 	}
 }

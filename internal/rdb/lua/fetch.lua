@@ -16,12 +16,7 @@
 -- has neither n, e nor f (a plain task: the common case), else 0, id, m,
 -- n, e, f (an absent field false)}. The i-th task's token is ARGV[4] .. i
 -- (i in base 62, lib.lua's short), which the caller makes itself: the
--- reply does not carry it when form is 0 or 3. Form 3, when every task is
--- plain: {deadline ms, lease ms, 3, one string, the number of tasks}, the
--- string a MessagePack array of form 0's entries (id, m, id, m, ...), so
--- that the reply carries one value instead of two a task (rdb.Fetch
--- calls again, for the list form, when it cannot read it). A call again
--- (below) answers
+-- reply does not carry it when form is 0. A call again (below) answers
 -- form 1, or 2 when it leaves tasks for the next, and each task's token
 -- after its ID (id, token, m; 0, id, token, m, n, e, f): its numbers have
 -- gaps. The leases hash stores the token with '+' appended when the task
@@ -237,10 +232,8 @@ end
 now = now or now_ms(ARGV[1])
 local deadline = now + lease
 local dl = istr(deadline) -- a number argument would be formatted once per task
--- out: the tasks' entries of the reply (form 0's, from its fourth on).
-local out = {}
-local no = 0 -- #out, kept here: # costs a search per use
-local plain = true -- no task has n, e or f: the reply is form 3
+local out = {deadline, lease, 0}
+local no = 3 -- #out, kept here: # costs a search per use
 local zadd, lset = {}, {}
 -- lg: the started entry of the event log and the record, one string made
 -- once: the states first (set below), then the IDs.
@@ -287,7 +280,6 @@ for i, id in ipairs(ids) do
     lset[2 * n] = h
     lg[n + 1] = id
     if rn or re or rf then
-      plain = false
       out[no + 1] = 0
       out[no + 2] = id
       out[no + 3] = m
@@ -326,12 +318,4 @@ end
 if tokens then
   redis.call('HSET', KEYS[6], 'tk', string.format('%.17g', tokens - n), 'tt', istr(now))
 end
-if no == 0 then return {deadline, lease, 0} end
-if plain then
-  -- Form 3: one string, made in C at once (table.concat would intern
-  -- each part it joins on the way, hashing every byte again).
-  return {deadline, lease, 3, cmsgpack.pack(out), n}
-end
-local o = {deadline, lease, 0}
-for i = 1, no do o[i + 3] = out[i] end
-return o
+return out
