@@ -631,10 +631,11 @@ func (b *Broker) FinishAggregation(ctx context.Context, a *broker.Aggregation, m
 	if a == nil {
 		return fmt.Errorf("%w: finish aggregation: no aggregation", base.ErrInvalidArgument)
 	}
-	m, err := checkEnqueue(broker.EnqueueParams{Msg: msg})
+	t, err := checkEnqueue(broker.EnqueueParams{Msg: msg})
 	if err != nil {
 		return fmt.Errorf("finish aggregation: %w", err)
 	}
+	m := t.msg
 	if m.Queue != a.Queue {
 		return fmt.Errorf("%w: finish aggregation: task of queue %q for an aggregation of %q", base.ErrInvalidArgument, m.Queue, a.Queue)
 	}
@@ -653,7 +654,7 @@ func (b *Broker) FinishAggregation(ctx context.Context, a *broker.Aggregation, m
 		b.mu.Unlock()
 		return fmt.Errorf("finish aggregation: %w: aggregation set %q of %s/%s", base.ErrLeaseLost, a.SetID, a.Queue, a.Group)
 	}
-	if err := b.enqueue(m, time.Time{}, b.now()); err != nil {
+	if err := b.enqueue(t, time.Time{}, b.now()); err != nil {
 		b.mu.Unlock()
 		return fmt.Errorf("finish aggregation: %w", err)
 	}

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -38,20 +39,20 @@ func (b *Broker) Enqueue(ctx context.Context, p broker.EnqueueParams) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	msg, err := checkEnqueue(p)
+	t, err := checkEnqueue(p)
 	if err != nil {
 		return err
 	}
 	if err := b.begin(); err != nil {
 		return err
 	}
-	err = b.enqueue(msg, p.ProcessAt, b.now())
-	t := b.settled()
+	err = b.enqueue(t, p.ProcessAt, b.now())
+	tk := b.settled()
 	b.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	return wait(ctx, t)
+	return wait(ctx, tk)
 }
 
 // EnqueueBatch stores each task on its own terms, all of them in one write.
@@ -61,9 +62,9 @@ func (b *Broker) EnqueueBatch(ctx context.Context, ps []broker.EnqueueParams) []
 		fill(errs, err)
 		return errs
 	}
-	msgs := make([]*base.TaskMessage, len(ps))
+	ts := make([]*task, len(ps))
 	for i, p := range ps {
-		msgs[i], errs[i] = checkEnqueue(p)
+		ts[i], errs[i] = checkEnqueue(p)
 	}
 	if err := b.begin(); err != nil {
 		fill(errs, err)
@@ -72,7 +73,7 @@ func (b *Broker) EnqueueBatch(ctx context.Context, ps []broker.EnqueueParams) []
 	now := b.now()
 	for i, p := range ps {
 		if errs[i] == nil {
-			errs[i] = b.enqueue(msgs[i], p.ProcessAt, now)
+			errs[i] = b.enqueue(ts[i], p.ProcessAt, now)
 		}
 	}
 	t := b.settled()
@@ -93,9 +94,11 @@ func fill(errs []error, err error) {
 	}
 }
 
-// checkEnqueue validates p and returns the message to store: a copy the
-// caller cannot change afterwards.
-func checkEnqueue(p broker.EnqueueParams) (*base.TaskMessage, error) {
+// checkEnqueue validates p and returns the task to store, its message a
+// copy the caller cannot change afterwards: the one allocation of the
+// task and its message that the store keeps (enqueue numbers and indexes
+// it).
+func checkEnqueue(p broker.EnqueueParams) (*task, error) {
 	if p.Msg == nil {
 		return nil, fmt.Errorf("%w: enqueue: no task message", base.ErrInvalidArgument)
 	}
@@ -105,20 +108,25 @@ func checkEnqueue(p broker.EnqueueParams) (*base.TaskMessage, error) {
 	if err := base.RefuseWorkflowTask(p.Msg); err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
-	m := cloneMsg(p.Msg)
+	t := &task{m: *p.Msg}
+	t.msg = &t.m
+	m := t.msg
+	m.Payload = bytes.Clone(m.Payload) // keeps an empty payload apart from nil
 	m.Deadline = normTime(m.Deadline)
 	m.LastFailedAt = normTime(m.LastFailedAt)
-	return m, nil
+	return t, nil
 }
 
-// enqueue stores msg; a task stored with its ID and content already (an
-// earlier attempt of the same Enqueue) is left as it is. The caller holds
-// b.mu and waits for settled() before it reports success.
-func (b *Broker) enqueue(msg *base.TaskMessage, processAt time.Time, now time.Time) error {
+// enqueue stores t, a task made by checkEnqueue; a task stored with its ID
+// and content already (an earlier attempt of the same Enqueue) is left as
+// it is, and t with it. The caller holds b.mu and waits for settled()
+// before it reports success.
+func (b *Broker) enqueue(t *task, processAt time.Time, now time.Time) error {
+	msg := t.msg
 	q := b.queues[msg.Queue]
 	if q != nil {
-		if t := q.tasks[msg.ID]; t != nil {
-			if t.msg.SameEnqueue(msg) {
+		if old := q.tasks[msg.ID]; old != nil {
+			if old.msg.SameEnqueue(msg) {
 				return nil
 			}
 			return fmt.Errorf("%w: task %q in queue %q holds other content", base.ErrTaskIDConflict, msg.ID, msg.Queue)
@@ -129,9 +137,7 @@ func (b *Broker) enqueue(msg *base.TaskMessage, processAt time.Time, now time.Ti
 	}
 	q = b.registerQueue(msg.Queue)
 	msg.Queue = q.name
-	t := &task{seq: b.nextSeq, m: *msg, at: now}
-	t.msg = &t.m // one allocation for the task and its message
-	msg = t.msg
+	t.seq, t.at = b.nextSeq, now
 	b.nextSeq++
 	if msg.UniqueKey != "" {
 		if old := q.unique[msg.UniqueKey]; old != nil {
