@@ -19,8 +19,14 @@ const (
 	checkpointInterval = 50 * time.Millisecond
 	checkpointBatches  = 512
 	checkpointRetry    = time.Second
-	// maxSpares caps the emptied batches kept for reuse.
-	maxSpares = 4
+	// maxSpares caps the emptied batches kept for reuse: about as many
+	// as the commits of a checkpoint interval under single writes (htq
+	// serve's requests: a few tasks a commit, a few hundred commits in 50
+	// ms), so that a commit takes a spare instead of allocating a batch
+	// and its eight maps. (4 until 2026-12-02: most commits then made a
+	// new batch.) The spares hold no more memory than the batches of one
+	// checkpoint did.
+	maxSpares = 256
 )
 
 // ckptJob is one checkpoint: the logged batches to write into the file, in
