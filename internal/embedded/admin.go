@@ -655,7 +655,7 @@ func (b *Broker) FinishAggregation(ctx context.Context, a *broker.Aggregation, m
 		return fmt.Errorf("finish aggregation: %w: aggregation set %q of %s/%s", base.ErrLeaseLost, a.SetID, a.Queue, a.Group)
 	}
 	if err := b.enqueue(t, time.Time{}, b.now()); err != nil {
-		b.mu.Unlock()
+		b.unlockAndWake()
 		return fmt.Errorf("finish aggregation: %w", err)
 	}
 	for _, t := range slices.Clone(set.tasks) {
@@ -664,7 +664,7 @@ func (b *Broker) FinishAggregation(ctx context.Context, a *broker.Aggregation, m
 	}
 	delete(q.sets, set.id)
 	tk := b.durable()
-	b.mu.Unlock()
+	b.unlockAndWake()
 	return wait(ctx, tk)
 }
 

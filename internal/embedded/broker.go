@@ -658,6 +658,24 @@ func (b *Broker) putTask(t *task) {
 	b.work.Signal()
 }
 
+// recordTask records that t changed without waking the committer: the
+// caller does, once it has released b.mu (unlockAndWake). Woken while the
+// lock is still held, the committer would block on it at once and be
+// woken a second time by the unlock. The caller holds b.mu.
+func (b *Broker) recordTask(t *task) {
+	if b.store == nil {
+		return
+	}
+	b.buf.tasks[t.seq] = encodeTask(t)
+}
+
+// unlockAndWake releases b.mu, then wakes the committer, for operations
+// whose changes were recorded with recordTask.
+func (b *Broker) unlockAndWake() {
+	b.mu.Unlock()
+	b.work.Signal()
+}
+
 // delTask records that t was deleted. The caller holds b.mu.
 func (b *Broker) delTask(t *task) {
 	if b.store == nil {

@@ -48,7 +48,7 @@ func (b *Broker) Enqueue(ctx context.Context, p broker.EnqueueParams) error {
 	}
 	err = b.enqueue(t, p.ProcessAt, b.now())
 	tk := b.settled()
-	b.mu.Unlock()
+	b.unlockAndWake()
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func (b *Broker) EnqueueBatch(ctx context.Context, ps []broker.EnqueueParams) []
 		}
 	}
 	t := b.settled()
-	b.mu.Unlock()
+	b.unlockAndWake()
 	if err := wait(ctx, t); err != nil {
 		for i := range errs {
 			if errs[i] == nil {
@@ -119,8 +119,8 @@ func checkEnqueue(p broker.EnqueueParams) (*task, error) {
 
 // enqueue stores t, a task made by checkEnqueue; a task stored with its ID
 // and content already (an earlier attempt of the same Enqueue) is left as
-// it is, and t with it. The caller holds b.mu and waits for settled()
-// before it reports success.
+// it is, and t with it. The caller holds b.mu, releases it with
+// unlockAndWake, and waits for settled() before it reports success.
 func (b *Broker) enqueue(t *task, processAt time.Time, now time.Time) error {
 	msg := t.msg
 	q := b.queues[msg.Queue]
@@ -160,7 +160,7 @@ func (b *Broker) enqueue(t *task, processAt time.Time, now time.Time) error {
 	}
 	q.tasks[msg.ID] = t
 	q.index(t)
-	b.putTask(t)
+	b.recordTask(t) // the caller wakes the committer
 	b.logEvent(q.name, broker.LogEnqueued, msg.ID, t.state, "", now)
 	switch t.state {
 	case base.StatePending:
