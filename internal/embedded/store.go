@@ -357,6 +357,9 @@ func (s *boltStore) commit(b *batch) error {
 // and syncs it to disk. A non-nil sess is written too (meta "wal"): the
 // log session that the file's next records will come from.
 func (s *boltStore) checkpoint(bs []*batch, seq uint64, sess *walSession) error {
+	if len(bs) > 1 {
+		bs = []*batch{mergeBatches(bs)}
+	}
 	return s.guard(func() error {
 		return s.db.Update(func(tx *bolt.Tx) error {
 			for _, b := range bs {
@@ -373,6 +376,53 @@ func (s *boltStore) checkpoint(bs []*batch, seq uint64, sess *walSession) error 
 			return meta.Put(keyCheckpoint, binary.BigEndian.AppendUint64(nil, seq))
 		})
 	})
+}
+
+// mergeBatches returns one batch (with no ticket) whose writing has the
+// effect of writing bs one after another: a record that several of them
+// write (a task enqueued, fetched and completed within one checkpoint
+// interval) is written once, in its last form, or deleted; a counter that
+// several increment is incremented once by their sum, after the drops of
+// its queue's counters that came before them. The values are bs's own.
+func mergeBatches(bs []*batch) *batch {
+	n := 0
+	for _, b := range bs {
+		n += len(b.tasks)
+	}
+	m := &batch{
+		tasks:     make(map[uint64][]byte, n),
+		queues:    make(map[string][]byte),
+		claims:    make(map[string][]byte),
+		kv:        make(map[string][]byte),
+		wf:        make(map[string][]byte),
+		wfSpecs:   make(map[string][]byte),
+		stats:     make(map[statKey]uint64),
+		dropStats: make(map[string]bool),
+	}
+	for _, b := range bs {
+		for seq, v := range b.tasks {
+			m.tasks[seq] = v
+		}
+		for _, p := range [...]struct{ from, into map[string][]byte }{
+			{b.queues, m.queues}, {b.claims, m.claims}, {b.kv, m.kv}, {b.wf, m.wf}, {b.wfSpecs, m.wfSpecs},
+		} {
+			for k, v := range p.from {
+				p.into[k] = v
+			}
+		}
+		for q := range b.dropStats {
+			for k := range m.stats {
+				if k.queue == q {
+					delete(m.stats, k)
+				}
+			}
+			m.dropStats[q] = true
+		}
+		for k, v := range b.stats {
+			m.stats[k] += v
+		}
+	}
+	return m
 }
 
 // checkpointSeq returns the number of the last log record the file holds
