@@ -654,7 +654,7 @@ func (b *Broker) putTask(t *task) {
 	if b.store == nil {
 		return
 	}
-	b.buf.tasks[t.seq] = encodeTask(t)
+	b.buf.putRecord(t)
 	b.work.Signal()
 }
 
@@ -666,7 +666,7 @@ func (b *Broker) recordTask(t *task) {
 	if b.store == nil {
 		return
 	}
-	b.buf.tasks[t.seq] = encodeTask(t)
+	b.buf.putRecord(t)
 }
 
 // unlockAndWake releases b.mu, then wakes the committer, for operations

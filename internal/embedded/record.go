@@ -30,10 +30,21 @@ const recordVersion = 1
 //	tagWorkflow a workflow task's workflow ID (not empty) and its ID in
 //	            the workflow, as strings
 func encodeTask(t *task) []byte {
+	return appendTask(make([]byte, 0, recordSize(t)), t)
+}
+
+// recordSize is about how many bytes encodeTask writes for t: the fields'
+// contents and room for their lengths and numbers.
+func recordSize(t *task) int {
 	m := t.msg
-	n := 64 + len(m.ID) + len(m.Type) + len(m.Payload) + len(m.Queue) + len(m.UniqueKey) +
+	return 184 + len(m.ID) + len(m.Type) + len(m.Payload) + len(m.Queue) + len(m.UniqueKey) +
 		len(m.GroupKey) + len(m.LastErr) + len(t.token) + len(t.result) + len(m.Key)
-	e := encoder{b: make([]byte, 0, n+12*10)}
+}
+
+// appendTask appends the record of t (see encodeTask) to dst.
+func appendTask(dst []byte, t *task) []byte {
+	m := t.msg
+	e := encoder{b: dst}
 	e.b = append(e.b, recordVersion)
 	e.uvarint(uint64(t.state))
 	e.str(m.Queue)

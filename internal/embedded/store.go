@@ -31,6 +31,12 @@ type batch struct {
 	stats     map[statKey]uint64
 	dropStats map[string]bool
 	done      *ticket
+	// arena holds the task records of the batch one after another
+	// (putRecord): reused with the batch, so that a record costs no
+	// allocation of its own once the batch has been used before. A record
+	// is only read until the checkpoint that writes it ends, and a batch
+	// is emptied for reuse only after that.
+	arena []byte
 	// waiters counts the calls that took done to wait on (the
 	// committer's estimate of the callers a commit wakes).
 	waiters int
@@ -41,6 +47,28 @@ type batch struct {
 // capacity, and one large EnqueueBatch should not make every later batch
 // pay for it.
 const batchRecycleMax = 1024
+
+// arenaMin is the smallest arena a batch allocates, arenaMax the largest
+// one it keeps when emptied for reuse.
+const (
+	arenaMin = 1 << 10
+	arenaMax = 64 << 10
+)
+
+// putRecord records the task record of t, encoded into the arena.
+func (b *batch) putRecord(t *task) {
+	n := recordSize(t)
+	if cap(b.arena)-len(b.arena) < n {
+		// A new arena: the records in the old one stay where they are.
+		b.arena = make([]byte, 0, max(arenaMin, 2*cap(b.arena), n))
+	}
+	start := len(b.arena)
+	// Should the record outgrow n, append moves the arena: the records
+	// before this one stay in the old one, which they keep alive.
+	b.arena = appendTask(b.arena, t)
+	end := len(b.arena)
+	b.tasks[t.seq] = b.arena[start:end:end]
+}
 
 func newBatch() *batch {
 	return &batch{
@@ -71,6 +99,10 @@ func (b *batch) recycle() bool {
 	clear(b.wfSpecs)
 	clear(b.stats)
 	clear(b.dropStats)
+	if cap(b.arena) > arenaMax {
+		b.arena = nil
+	}
+	b.arena = b.arena[:0]
 	b.waiters = 0
 	b.done = &ticket{done: make(chan struct{})}
 	return true
