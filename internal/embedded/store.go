@@ -71,8 +71,17 @@ func (b *batch) putRecord(t *task) {
 }
 
 func newBatch() *batch {
+	b := emptyBatch(0)
+	b.done = &ticket{done: make(chan struct{})}
+	return b
+}
+
+// emptyBatch returns a batch with no changes, room for n task records and
+// no ticket (a batch read back from the log, or made to be written
+// without callers).
+func emptyBatch(n int) *batch {
 	return &batch{
-		tasks:     make(map[uint64][]byte),
+		tasks:     make(map[uint64][]byte, n),
 		queues:    make(map[string][]byte),
 		claims:    make(map[string][]byte),
 		kv:        make(map[string][]byte),
@@ -80,7 +89,6 @@ func newBatch() *batch {
 		wfSpecs:   make(map[string][]byte),
 		stats:     make(map[statKey]uint64),
 		dropStats: make(map[string]bool),
-		done:      &ticket{done: make(chan struct{})},
 	}
 }
 
@@ -421,16 +429,7 @@ func mergeBatches(bs []*batch) *batch {
 	for _, b := range bs {
 		n += len(b.tasks)
 	}
-	m := &batch{
-		tasks:     make(map[uint64][]byte, n),
-		queues:    make(map[string][]byte),
-		claims:    make(map[string][]byte),
-		kv:        make(map[string][]byte),
-		wf:        make(map[string][]byte),
-		wfSpecs:   make(map[string][]byte),
-		stats:     make(map[statKey]uint64),
-		dropStats: make(map[string]bool),
-	}
+	m := emptyBatch(n)
 	for _, b := range bs {
 		for seq, v := range b.tasks {
 			m.tasks[seq] = v

@@ -70,8 +70,7 @@ func appendValue(dst, v []byte) []byte {
 // decodeBatch decodes a payload written by appendBatch into a new batch
 // (with no ticket). The values are copies: p may be reused.
 func decodeBatch(p []byte) (*batch, error) {
-	b := newBatch()
-	b.done = nil
+	b := emptyBatch(0)
 	d := walDecoder{p: p}
 	for len(d.p) > 0 && d.err == nil {
 		tag := d.p[0]
