@@ -65,7 +65,7 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
 	// form (lua/fetch.lua): 0 a fetch, whose tokens the reply leaves out
-	// (the k-th task's is prefix + short62(k)); 1 a call again, each
+	// (the k-th task's is prefix + k in base 62, see tokens); 1 a call again, each
 	// token after its task's ID; 2 the same, the record keeping tasks for
 	// the next Fetch.
 	form, err := vals[2].ToInt64()
@@ -150,8 +150,9 @@ type leased struct {
 }
 
 // tokens returns the lease tokens of the first n tasks of a fetch with
-// prefix (prefix + short62(k), k from 1), as slices of one string: one
-// allocation for the batch instead of one a task.
+// prefix (prefix + k in base 62, k from 1, as lua/lib.lua's short), as
+// slices of one string: one allocation for the batch instead of one a
+// task.
 func tokens(prefix string, n int) []string {
 	var sb strings.Builder
 	sb.Grow(n * (len(prefix) + 3))
@@ -164,24 +165,19 @@ func tokens(prefix string, n int) []string {
 	out := make([]string, n)
 	start := 0
 	for k := 1; k <= n; k++ {
-		end := start + len(prefix) + len(appendShort62(d[:0], k))
+		end := start + len(prefix) + short62Len(k)
 		out[k-1] = all[start:end]
 		start = end
 	}
 	return out
 }
 
-// digits62 are the digits of short62, as lua/lib.lua's short.
+// digits62 are the digits of lua/lib.lua's short, in order.
 const digits62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
-// short62 formats n > 0 in base 62 as lua/lib.lua's short does: the
-// number of a task in its fetch, which ends its lease token.
-func short62(n int) string {
-	var b [12]byte
-	return string(appendShort62(b[:0], n))
-}
-
-// appendShort62 appends short62(n) to dst.
+// appendShort62 appends n > 0 in base 62 to dst, as lua/lib.lua's short
+// formats it: the number of a task in its fetch, which ends its lease
+// token.
 func appendShort62(dst []byte, n int) []byte {
 	var b [12]byte
 	i := len(b)
@@ -193,6 +189,15 @@ func appendShort62(dst []byte, n int) []byte {
 			return append(dst, b[i:]...)
 		}
 	}
+}
+
+// short62Len is the length of appendShort62's digits for n > 0.
+func short62Len(n int) int {
+	l := 1
+	for ; n >= 62; n /= 62 {
+		l++
+	}
+	return l
 }
 
 // outcomeUnknown tells whether a call that failed with err may have run

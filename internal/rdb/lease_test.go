@@ -147,6 +147,9 @@ func TestFetchReplyForms(t *testing.T) {
 	completeAll(t, b, ls)
 }
 
+// short62 formats n > 0 in base 62, as lua/lib.lua's short does.
+func short62(n int) string { return string(appendShort62(nil, n)) }
+
 // TestFetchTokensAreTheLeases checks the tokens rdb.Fetch makes itself
 // (fetch.lua's reply leaves them out) against those the leases hash holds,
 // past 62 tasks, where the number takes a second digit.
