@@ -60,11 +60,12 @@ if rec then
       elseif f[1] then
         room = room - 1
         redis.call('ZADD', KEYS[2], 'XX', dl, id)
-        if f[2] or f[3] or f[4] then out[#out + 1] = 0 end
+        local full = f[2] or f[3] or f[4] -- not a plain task
+        if full then out[#out + 1] = 0 end
         out[#out + 1] = id
         out[#out + 1] = tok
         out[#out + 1] = f[1]
-        if f[2] or f[3] or f[4] then
+        if full then
           for j = 2, 4 do out[#out + 1] = f[j] end
         end
       end
