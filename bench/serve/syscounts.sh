@@ -10,6 +10,8 @@
 #
 # REQ=refused sends HTQ's addTask with a target the guard refuses instead (../shared/bench/httpload's
 # load tool; it touches no storage; every request is answered error_code 1001).
+# DATA_DIR puts the embedded store there instead of a temporary folder under $TMPDIR (e.g. /dev/shm:
+# a tmpfs, where fdatasync writes nothing to a disk).
 # SERVE_ENV (e.g. "GOMAXPROCS=1" or "GODEBUG=…") is set for every served process. Needs perf
 # with the syscalls tracepoints (root, or perf_event_paranoid ≤ -1).
 #
@@ -18,15 +20,15 @@
 # BURN=2 runs them at normal priority instead: a loaded machine, where htq serve and the load
 # tool share the CPUs with two busy processes.
 set -u
-REPS=${REPS:-3}; N=${N:-20000}; SERVE_ENV=${SERVE_ENV:-}; BURN=${BURN:-0}; REQ=${REQ:-v1}
+REPS=${REPS:-3}; N=${N:-20000}; SERVE_ENV=${SERVE_ENV:-}; BURN=${BURN:-0}; REQ=${REQ:-v1}; DATA_DIR=${DATA_DIR:-}
 [ $# -ge 1 ] || { echo "usage: $0 label=binary[@backend] ..." >&2; exit 2; }
 . "$(dirname "$0")/cpu-lib.sh"
-ev=task-clock,context-switches,cpu-migrations,raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_pwrite64,syscalls:sys_enter_fdatasync,syscalls:sys_enter_nanosleep,syscalls:sys_enter_sched_yield,syscalls:sys_enter_tgkill
+ev=task-clock,context-switches,cpu-migrations,page-faults,raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_pwrite64,syscalls:sys_enter_fdatasync,syscalls:sys_enter_nanosleep,syscalls:sys_enter_sched_yield,syscalls:sys_enter_tgkill
 # ipis: the machine's rescheduling and function-call interrupts so far (every CPU, every process);
 # steal: the ticks the hypervisor ran something else on this machine's virtual CPUs.
 ipis() { awk '$1 == "RES:" || $1 == "CAL:" {n = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i; v[$1] = n} END {print v["RES:"] "," v["CAL:"]}' /proc/interrupts; }
 steal() { awk '$1 == "cpu" {print $9}' /proc/stat; }
-names=(task_clock_us cs migr sys futex epoll_pwait read write pwrite64 fdatasync nanosleep sched_yield tgkill)
+names=(task_clock_us cs migr faults sys futex epoll_pwait read write pwrite64 fdatasync nanosleep sched_yield tgkill)
 specs=("$@")
 if [ "$BURN" != 0 ]; then
   sched="chrt -i 0"; [ "$BURN" = 2 ] && sched=
@@ -36,7 +38,8 @@ for rep in $(seq "$REPS"); do
   for k in $(seq 0 $(( ${#specs[@]} - 1 ))); do
     spec=${specs[$(( (k + rep) % ${#specs[@]} ))]}; label=${spec%%=*}; rest=${spec#*=}
     bin=${rest%@*}; backend=file; [ "$rest" != "$bin" ] && backend=${rest##*@}
-    rm -rf "$work/data"; broker="file:$work/data"; rpid=
+    data=$work/data; [ -n "$DATA_DIR" ] && data=$(mktemp -d "$DATA_DIR/htq-syscounts.XXXXXX")
+    rm -rf "$data"; broker="file:$data"; rpid=
     if [ "$backend" = redis ]; then
       rp=$(freeport)
       redis-server --port $rp --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 & rpid=$!; pids+=($rpid)
@@ -76,8 +79,9 @@ for rep in $(seq "$REPS"); do
     done < <(grep -v '^#' "$work/perf.txt" | grep -v '^$')
     want=errors=0; [ "$REQ" = refused ] && want=errors=$N
     st=ok; grep -q "$want" "$work/v1.txt" || st="ERRORS: $(cat "$work/v1.txt" "$work/serve.log" | tr '\n' ' ')"
-    echo "$line threads=$threads0/$threads req=$REQ load=$load env=${SERVE_ENV:-none} burn=$BURN $st" | tee -a "$work/lines"
+    echo "$line threads=$threads0/$threads req=$REQ data=${DATA_DIR:-tmp} load=$load env=${SERVE_ENV:-none} burn=$BURN $st" | tee -a "$work/lines"
     kill $p; wait $p 2>/dev/null; [ -n "$rpid" ] && { kill $rpid; wait $rpid 2>/dev/null; }
+    rm -rf "$data"
   done
 done
 echo "medians of $REPS (per request; perf's task_clock_us includes the time perf's window adds around the load):"
