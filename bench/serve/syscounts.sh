@@ -34,30 +34,17 @@ if [ "$BURN" != 0 ]; then
   sched="chrt -i 0"; [ "$BURN" = 2 ] && sched=
   for _ in $(seq "$(nproc)"); do $sched sh -c 'while :; do :; done' & pids+=($!); done
 fi
+# send n: n requests of the measured kind to the process at $B
+send() {
+  if [ "$REQ" = refused ]; then "$work/load" -base "$B" -n "$1" -exec "$later" -target http://10.9.9.9/x
+  else "$work/v1load" -base "$B" -n "$1" -token $TOK; fi
+}
 for rep in $(seq "$REPS"); do
   for k in $(seq 0 $(( ${#specs[@]} - 1 ))); do
     spec=${specs[$(( (k + rep) % ${#specs[@]} ))]}; label=${spec%%=*}; rest=${spec#*=}
     bin=${rest%@*}; backend=file; [ "$rest" != "$bin" ] && backend=${rest##*@}
     data=$work/data; [ -n "$DATA_DIR" ] && data=$(mktemp -d "$DATA_DIR/htq-syscounts.XXXXXX")
-    rm -rf "$data"; broker="file:$data"; rpid=
-    if [ "$backend" = redis ]; then
-      rp=$(freeport)
-      redis-server --port $rp --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 & rpid=$!; pids+=($rpid)
-      for _ in $(seq 50); do redis-cli -p $rp ping >/dev/null 2>&1 && break; sleep 0.1; done
-      broker="redis://127.0.0.1:$rp/0"
-    fi
-    hp=$(freeport); B=http://127.0.0.1:$hp
-    env $SERVE_ENV HTQ_ADDR=127.0.0.1:$hp HTQ_STORAGE=$broker HTQ_TOKEN=$TOK HTQ_APP_KEY=$K HTQ_APP_TOKEN=$T \
-      HTQ_ALLOW_TARGETS=127.0.0.0/8 HTQ_LOG_LEVEL=error TZ=UTC "$bin" serve >"$work/serve.log" 2>&1 & p=$!; pids+=($p)
-    for _ in $(seq 100); do curl -sf "$B/healthz" >/dev/null && break; sleep 0.1; done
-    curl -s -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' \
-      -d '{"name":"v1q","mode":"real_time","max_concurrency":100}' "$B/v1/queues" >/dev/null
-    curl -s "$B/api/addQueue" -F app_key=$K -F app_token=$T -F queue_name=loadq -F type=real_time >/dev/null
-    # send n: the measured kind of request, n times
-    send() {
-      if [ "$REQ" = refused ]; then "$work/load" -base "$B" -n "$1" -exec "$later" -target http://10.9.9.9/x
-      else "$work/v1load" -base "$B" -n "$1" -token $TOK; fi
-    }
+    startserve "$backend" "$bin" "$data" $SERVE_ENV
     send 2000 >/dev/null
     threads0=$(ls /proc/$p/task | wc -l)
     perf stat -x, -e "$ev" -p $p -o "$work/perf.txt" & perfpid=$!
