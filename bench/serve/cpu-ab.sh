@@ -19,20 +19,7 @@ for rep in $(seq "$REPS"); do
   for backend in $BACKENDS; do
     for k in $(seq 0 $(( ${#labels[@]} - 1 ))); do
       spec=${labels[$(( (k + rep) % ${#labels[@]} ))]}; label=${spec%%=*}; bin=${spec#*=}
-      rm -rf "$work/data"; broker="file:$work/data"; rpid=
-      if [ "$backend" = redis ]; then
-        rp=$(freeport)
-        redis-server --port $rp --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 & rpid=$!; pids+=($rpid)
-        for _ in $(seq 50); do redis-cli -p $rp ping >/dev/null 2>&1 && break; sleep 0.1; done
-        broker="redis://127.0.0.1:$rp/0"
-      fi
-      hp=$(freeport); B=http://127.0.0.1:$hp
-      HTQ_ADDR=127.0.0.1:$hp HTQ_STORAGE=$broker HTQ_TOKEN=$TOK HTQ_APP_KEY=$K HTQ_APP_TOKEN=$T \
-        HTQ_ALLOW_TARGETS=127.0.0.0/8 HTQ_LOG_LEVEL=error TZ=UTC "$bin" serve >"$work/serve.log" 2>&1 & p=$!; pids+=($p)
-      for _ in $(seq 100); do curl -sf "$B/healthz" >/dev/null && break; sleep 0.1; done
-      curl -s -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' \
-        -d '{"name":"v1q","mode":"real_time","max_concurrency":100}' "$B/v1/queues" >/dev/null
-      curl -s "$B/api/addQueue" -F app_key=$K -F app_token=$T -F queue_name=loadq -F type=real_time >/dev/null
+      startserve "$backend" "$bin" "$work/data"
       "$work/v1load" -base "$B" -n 2000 -token $TOK >/dev/null
       a=$(cpu $p); "$work/v1load" -base "$B" -n "$N" -token $TOK >"$work/v1.txt"; b=$(cpu $p)
       "$work/load" -base "$B" -n 2000 -exec "$later" -target http://127.0.0.1:1/x >/dev/null
