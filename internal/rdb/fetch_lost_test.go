@@ -146,8 +146,7 @@ func TestFetchAgainWithoutRecordLeasesAfresh(t *testing.T) {
 		t.Fatalf("Complete: %v", errs[0])
 	}
 	mustEnqueue(t, direct, msg("q", "b"), time.Time{})
-	prefix := ls[0].Token[:len(ls[0].Token)-1]
-	k.keepRefetch(prefix)
+	k.keepRefetch(ls[0].Token)
 	ls, err = b.Fetch(ctx, p)
 	if err != nil || len(ls) != 1 || ls[0].Msg.ID != "b" {
 		t.Fatalf("Fetch with a spent record = %v, %v; want task b", ls, err)

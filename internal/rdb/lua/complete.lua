@@ -8,8 +8,10 @@
 -- ARGV[3] queue name  ARGV[4] watch grace ms  ARGV[5] event log length
 -- ('0' = off)  ARGV[6] '' (the script writes the log entry's states
 -- there), then the n task IDs ARGV[7..6+n], then their lease tokens
--- ARGV[7+n..6+2n]. The IDs are distinct (rdb.Complete answers a repeated
--- one itself).
+-- ARGV[7+n..6+2n], each '' when it is the token before it (the leases of
+-- one fetch share a token: each is sent and made a Lua string once, and
+-- compared by reference); the first is not ''. The IDs are distinct
+-- (rdb.Complete answers a repeated one itself).
 -- Returns a string of one digit per task: '1' completed, '0' lease lost
 -- (the task is not active, or the token is not its lease's).
 -- A watched task publishes d:<queue>:<id> and, without retention, is kept
@@ -46,11 +48,13 @@ local nd, nk, ndel = 0, 0, 0
 local dels, wfs, kept = {}, {}, {}
 local nowstr, lastkeep, expiry
 local rejoined = false
+local tok, tokp -- the current token, and it with '+'
 for i = 1, n do
   local id = ARGV[6 + i]
   local h = held[i]
-  local tok = ARGV[6 + n + i]
-  if holds(h, tok) then
+  local t = ARGV[6 + n + i]
+  if t ~= '' then tok, tokp = t, t .. '+' end
+  if h and tok and (h == tok or h == tokp) then
     nd = nd + 1
     if done then done[nd] = id end
     if res then res[i] = '1' end

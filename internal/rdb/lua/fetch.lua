@@ -1,38 +1,36 @@
 -- fetch.lua: moves up to ARGV[2] pending tasks to active and grants each a
--- lease with a fresh token, within the queue's settings: the highest
--- priority first, oldest first within one; at priority 0, while tasks with
--- a fair-sharing key are pending, the lanes in turn within each key's
--- limits (lanelib.lua, broker.Broker.Fetch's doc).
+-- lease, within the queue's settings: the highest priority first, oldest
+-- first within one; at priority 0, while tasks with a fair-sharing key are
+-- pending, the lanes in turn within each key's limits (lanelib.lua,
+-- broker.Broker.Fetch's doc).
 -- KEYS[1] pending list  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] paused flag   KEYS[5] task key prefix  KEYS[6] settings hash
 -- KEYS[7] event log (stream)  KEYS[8] this fetch's record (a string)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] max tasks  ARGV[3] lease ms
--- ARGV[4] token prefix ("<server ID>/<random>.", from the caller)
+-- ARGV[4] the fetch's token ("<server ID>/<random>", from the caller)
 -- ARGV[5] event log length ('0' = off)
 -- ARGV[6] '1' when ARGV[4] is used again (its record is then read)
 -- Returns {} when the queue is paused or empty; {-1, retry-in ms} when the
 -- settings (max concurrency, rate limit, the keys' limits) allow no task
 -- now; else {deadline ms, lease ms, form, then each task: id, m when it
 -- has neither n, e nor f (a plain task: the common case), else 0, id, m,
--- n, e, f (an absent field false)}. The i-th task's token is ARGV[4] .. i
--- (i in base 62, lib.lua's short), which the caller makes itself: the
--- reply does not carry it when form is 0. A call again (below) answers
--- form 1, or 2 when it leaves tasks for the next, and each task's token
--- after its ID (id, token, m; 0, id, token, m, n, e, f): its numbers have
--- gaps. The leases hash stores the token with '+' appended when the task
--- has a unique key, a retention or a fair-sharing key, is watched or is a
--- workflow task (Complete must read it).
+-- n, e, f (an absent field false)}. Every lease of one call has the token
+-- ARGV[4] (a task is leased at most once per fetch, so that queue, ID and
+-- token name one lease), which the reply does not repeat. form is 0 for a
+-- fetch, 1 for a call again (below), 2 for a call again that leaves tasks
+-- for the next. The leases hash stores the token with '+' appended when
+-- the task has a unique key, a retention or a fair-sharing key, is
+-- watched or is a workflow task (Complete must read it).
 -- The record (KEYS[8], named after ARGV[4]) holds a first line (the
 -- states of the log entry, ignored) and then the IDs this fetch leased,
 -- one a line, for the lease's duration: the same string as the started
--- entry of the event log, made once. A call again with the same prefix
+-- entry of the event log, made once. A call again with the same token
 -- and ARGV[6] '1' (rdb.Fetch's, after an error that may hide a reply)
--- answers the tasks of the record whose lease that prefix still holds,
+-- answers the tasks of the record whose lease that token still holds,
 -- their deadlines renewed, and leases no new task; when it holds none, the
 -- record is dropped and the call leases afresh. When it holds more than
 -- ARGV[2], it answers ARGV[2] of them with form 2, and the record keeps
--- the others only (an empty line for each handed out, so that the numbers
--- stay).
+-- the others only.
 -- An ID without a task (never written by these scripts) is dropped
 -- from pending. The tasks' starts are logged in one entry (lib.lua's log_entry).
 -- Settings (hash fields, settings.lua writes them): mc max concurrency,
@@ -46,31 +44,28 @@ if rec then
   local dl = istr(t + ld)
   local out = {t + ld, ld, 1}
   local room = tonumber(ARGV[2])
-  local rest, left = {''}, false
-  local i = -1 -- the first line holds no ID
+  local rest, nr, left = {''}, 1, false
+  local tok, tokp = ARGV[4], ARGV[4] .. '+'
+  local first = true -- the first line holds no ID
   for id in string.gmatch(rec .. '\n', '([^\n]*)\n') do
-    i = i + 1
-    local tok = i > 0 and ARGV[4] .. short(i)
-    local h = i > 0 and id ~= '' and redis.call('HGET', KEYS[3], id)
-    if h and (h == tok or h == tok .. '+') then
-      rest[i + 1] = ''
+    local h = not first and id ~= '' and redis.call('HGET', KEYS[3], id)
+    first = false
+    if h and (h == tok or h == tokp) then
       local f = task_get(KEYS[5] .. id, 'm', 'n', 'e', 'f')
       if f[1] and room == 0 then
-        rest[i + 1], left = id, true
+        nr = nr + 1
+        rest[nr], left = id, true
       elseif f[1] then
         room = room - 1
         redis.call('ZADD', KEYS[2], 'XX', dl, id)
         local full = f[2] or f[3] or f[4] -- not a plain task
         if full then out[#out + 1] = 0 end
         out[#out + 1] = id
-        out[#out + 1] = tok
         out[#out + 1] = f[1]
         if full then
           for j = 2, 4 do out[#out + 1] = f[j] end
         end
       end
-    elseif i > 0 then
-      rest[i + 1] = ''
     end
   end
   if #out > 3 then
@@ -240,6 +235,7 @@ local zadd, lset = {}, {}
 -- once: the states first (set below), then the IDs.
 local lg = {''}
 local n = 0
+local tokp -- ARGV[4] .. '+', made once when a task needs it
 -- One MGET reads the tasks in the string form (lib.lua's task_get): it
 -- answers nil for a hash, or no key, which HGETALL then reads (a task hash
 -- holds few fields, and one argument costs Redis less than naming eight
@@ -272,9 +268,11 @@ for i, id in ipairs(ids) do
   end
   if m then
     n = n + 1
-    local tok = ARGV[4] .. short(n)
-    local h = tok
-    if read or held[id] then h = tok .. '+' end
+    local h = ARGV[4]
+    if read or held[id] then
+      tokp = tokp or ARGV[4] .. '+'
+      h = tokp
+    end
     zadd[2 * n - 1] = dl
     zadd[2 * n] = id
     lset[2 * n - 1] = id

@@ -9,9 +9,10 @@
 -- A task is active exactly when the queue's leases hash (ID -> lease
 -- token) holds its ID; its s field is then left as it was while the task
 -- was pending, so that Fetch writes no task field and Complete checks a
--- whole batch of tokens with one HMGET. A token is
--- "<server ID>/<random>.<n>" (n in base 62); the leases hash stores it
--- with '+' appended when Complete must read the task (it has a unique key
+-- whole batch of tokens with one HMGET. A token is "<server ID>/<random>",
+-- one per fetch, shared by the leases that fetch granted (an earlier
+-- version's "<server ID>/<random>.<n>", one per task, is read the same
+-- way); the leases hash stores it with '+' appended when Complete must read the task (it has a unique key
 -- or a retention, is watched, or is a workflow task).
 
 -- now_ms returns the time in ms: arg when the caller passed one (tests with
@@ -91,22 +92,6 @@ end
 -- istr formats an integral number without exponent.
 local function istr(x)
   return string.format('%d', x)
-end
-
--- short formats a positive integer in base 62: shorter than istr, and
--- without the formatting of a number, which costs Redis more than the
--- concatenations.
-local digits62 = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'
-local function short(x)
-  local d = x % 62
-  local s = string.sub(digits62, d + 1, d + 1)
-  x = (x - d) / 62
-  while x > 0 do
-    d = x % 62
-    s = string.sub(digits62, d + 1, d + 1) .. s
-    x = (x - d) / 62
-  end
-  return s
 end
 
 -- release_unique deletes the uniqueness lock uprefix..ukey if it still
