@@ -32,21 +32,38 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if prefix == "" {
 		prefix, again = tokenPrefix(p.ServerID), "0"
 	}
-	c := call{
-		s:    scriptFetch,
-		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix},
-		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen, again},
-	}
-	vals, err := b.run(ctx, c).ToArray()
-	if err != nil {
-		if outcomeUnknown(err) {
-			// The script may have leased tasks whose reply was lost: a
-			// next Fetch of the queue calls with this prefix again and
-			// gets them (lua/fetch.lua's record).
-			k.keepRefetch(prefix)
+	for {
+		c := call{
+			s:    scriptFetch,
+			keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix, k.fetchN},
+			args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen, again},
 		}
-		return nil, b.wrap("fetch "+p.Queue, err)
+		vals, err := b.run(ctx, c).ToArray()
+		if err != nil {
+			if outcomeUnknown(err) {
+				// The script may have leased tasks whose reply was lost: a
+				// next Fetch of the queue calls with this prefix again and
+				// gets them (lua/fetch.lua's record).
+				k.keepRefetch(prefix)
+			}
+			return nil, b.wrap("fetch "+p.Queue, err)
+		}
+		if again == "1" && len(vals) == 2 {
+			if d, err := vals[0].AsInt64(); err == nil && d == -2 {
+				// A call again with nothing to answer: lease afresh, under a
+				// token never used (a token used again could fence a task
+				// its earlier lease had).
+				prefix, again = tokenPrefix(p.ServerID), "0"
+				continue
+			}
+		}
+		return b.fetched(k, p, prefix, again, vals)
 	}
+}
+
+// fetched reads the reply vals of fetch.lua, called with token prefix
+// (again "1": a call again).
+func (b *Broker) fetched(k *queueKeys, p broker.FetchParams, prefix, again string, vals []rueidis.RedisMessage) ([]*broker.Lease, error) {
 	if len(vals) == 0 {
 		return nil, nil
 	}
@@ -277,7 +294,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		}
 		calls[j] = call{
 			s:    scriptComplete,
-			keys: []string{g.k.active, g.k.leases, g.k.completed, g.k.task, g.k.unique, g.k.processed, g.k.events, g.k.pending},
+			keys: []string{g.k.active, g.k.leases, g.k.completed, g.k.task, g.k.unique, g.k.processed, g.k.events, g.k.pending, g.k.fetchN, g.k.fetch},
 			args: args,
 		}
 	}
@@ -404,7 +421,7 @@ func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
 	}
 	err = b.fenced(ctx, "retry", l, call{
 		s:    scriptRetry,
-		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.retry, k.processed, k.failed, k.events, k.pending},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.retry, k.processed, k.failed, k.events, k.pending, k.fetchN, k.fetch},
 		args: []string{b.nowArg(), l.ID, l.Token, itoa(ms(p.Delay)), p.ErrMsg, boolArg(p.IsFailure),
 			boolArg(p.RequireExpired), channelEvents, k.name, b.logLen},
 	}, true)
@@ -428,7 +445,7 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 	}
 	return b.fenced(ctx, "archive", l, call{
 		s:    scriptArchive,
-		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.archived, k.task, k.unique, k.processed, k.failed, k.events, k.pending},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.archived, k.task, k.unique, k.processed, k.failed, k.events, k.pending, k.fetchN, k.fetch},
 		args: []string{b.nowArg(), l.ID, l.Token, p.ErrMsg, boolArg(p.RequireExpired), b.archiveMax, b.archiveAge,
 			channelEvents, k.name, b.logLen},
 	}, true)
@@ -443,7 +460,7 @@ func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
 	}
 	return b.fenced(ctx, "requeue", l, call{
 		s:    scriptRequeue,
-		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.pending, k.events, k.settings},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.pending, k.events, k.settings, k.fetchN, k.fetch},
 		args: []string{l.ID, l.Token, channelEvents, k.name, b.nowArg(), b.logLen},
 	}, false)
 }
@@ -485,7 +502,7 @@ func (b *Broker) ExtendLeases(ctx context.Context, queue string, leases []broker
 		}
 		args = append(args, l.ID, l.Token)
 	}
-	vals, err := b.run(ctx, call{s: scriptExtend, keys: []string{k.active, k.leases}, args: args}).AsStrSlice()
+	vals, err := b.run(ctx, call{s: scriptExtend, keys: []string{k.active, k.leases, k.fetchN, k.fetch}, args: args}).AsStrSlice()
 	if err != nil {
 		return nil, b.wrap("extend leases "+queue, err)
 	}
@@ -507,7 +524,7 @@ func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]
 	}
 	vals, err := b.run(ctx, call{
 		s:    scriptExpired,
-		keys: []string{k.active, k.leases, k.task},
+		keys: []string{k.active, k.leases, k.task, k.fetchN, k.fetch},
 		args: []string{b.nowArg(), strconv.Itoa(limit)},
 	}).ToArray()
 	if err != nil {

@@ -240,7 +240,7 @@ func (b *Broker) DeleteQueue(ctx context.Context, queue string, force bool) erro
 	start := call{
 		s: scriptDeleteQueue,
 		keys: []string{k.pending, k.active, k.leases, k.scheduled, k.retry, k.archived, k.completed,
-			k.groups, ak.aggs, k.paused, k.settings, k.processed, k.failed, k.events, k.waiting},
+			k.groups, ak.aggs, k.paused, k.settings, k.processed, k.failed, k.events, k.waiting, k.fetchN},
 		args: []string{b.nowArg(), boolArg(force)},
 	}
 	res := b.runMulti(ctx, b.knownCmds(k), []call{start})

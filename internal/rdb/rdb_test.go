@@ -400,10 +400,26 @@ func TestCheckInvariantsFindsViolations(t *testing.T) {
 		}, "task p has state 3 but is in pending"},
 		{"active without token", func(t *testing.T, b *Broker) {
 			redis(t, b, "HDEL", "htq:{q}:leases", "a")
-		}, "task a has state 2 but is in active"},
+		}, "counts 1 leases, it governs 0"},
+		{"active without its group's member", func(t *testing.T, b *Broker) {
+			redis(t, b, "ZREM", "htq:{q}:active", "\x02"+redis(t, b, "HGET", "htq:{q}:leases", "a")[0])
+		}, "has no member in the active zset"},
 		{"active without lease entry", func(t *testing.T, b *Broker) {
-			redis(t, b, "ZREM", "htq:{q}:active", "a")
+			// A lease with a member of its own (extended alone), which
+			// is gone.
+			tok := redis(t, b, "HGET", "htq:{q}:leases", "a")[0]
+			redis(t, b, "HSET", "htq:{q}:leases", "a", tok+"!")
+			redis(t, b, "HINCRBY", "htq:{q}:fetch-counts", tok, "-1")
 		}, "active task a has no active-zset entry"},
+		{"group count", func(t *testing.T, b *Broker) {
+			redis(t, b, "HINCRBY", "htq:{q}:fetch-counts", redis(t, b, "HGET", "htq:{q}:leases", "a")[0], "1")
+		}, "counts 2 leases, it governs 1"},
+		{"group record", func(t *testing.T, b *Broker) {
+			redis(t, b, "DEL", "htq:{q}:fetch:"+redis(t, b, "HGET", "htq:{q}:leases", "a")[0])
+		}, "has no record"},
+		{"group member without count", func(t *testing.T, b *Broker) {
+			redis(t, b, "ZADD", "htq:{q}:active", "1", "\x02s1/ghost")
+		}, "lease group s1/ghost is in the active zset but has no count"},
 		{"lease entry without task", func(t *testing.T, b *Broker) {
 			redis(t, b, "ZADD", "htq:{q}:active", "1", "ghost")
 		}, "active entry ghost has no task"},
