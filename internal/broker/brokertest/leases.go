@@ -231,7 +231,7 @@ func batchLeaseTests() []testCase {
 				want = append(want, e.add("default").ID)
 			}
 			ls := e.fetchN("default", 10)
-			wantIDs(e, "fetched", leaseIDs(ls), want)
+			wantIDs(e, "fetched", sorted(leaseIDs(ls)), sorted(want))
 			for _, part := range [][]*broker.Lease{ls[:3], ls[3:4], ls[4:9], ls[9:]} {
 				var refs []broker.LeaseRef
 				for _, l := range part {
@@ -268,7 +268,7 @@ func batchLeaseTests() []testCase {
 				wantTime(e, "LeaseDeadline of another task of the batch", e.wantState("default", l.Msg.ID, base.StateActive).LeaseDeadline, l.Deadline)
 			}
 			e.advance(leaseFor - 20*time.Second + time.Second) // past the batch's deadline
-			wantIDs(e, "recovered at the batch's deadline", e.recoverAll("default", time.Hour), []string{ls[0].Msg.ID, ls[2].Msg.ID})
+			wantIDs(e, "recovered at the batch's deadline", sorted(e.recoverAll("default", time.Hour)), sorted([]string{ls[0].Msg.ID, ls[2].Msg.ID}))
 			e.wantState("default", ls[1].Msg.ID, base.StateActive)
 			// Extended again (a heartbeat naming it alone), then it runs
 			// out too.
@@ -307,7 +307,7 @@ func batchLeaseTests() []testCase {
 			}
 			e.complete(ls[0].Ref())
 			e.advance(2 * time.Second)
-			wantIDs(e, "recovered at the extended deadline", e.recoverAll("default", time.Hour), []string{ls[1].Msg.ID, ls[2].Msg.ID})
+			wantIDs(e, "recovered at the extended deadline", sorted(e.recoverAll("default", time.Hour)), sorted([]string{ls[1].Msg.ID, ls[2].Msg.ID}))
 		}},
 		{"ExpiredLeasesOfABatchPastTheLimit", func(e *env) {
 			// A batch larger than ExpiredLeases' limit is recovered over
@@ -331,46 +331,59 @@ func batchLeaseTests() []testCase {
 					got = append(got, l.Msg.ID)
 				}
 			}
-			wantIDs(e, "recovered over several calls", got, want)
+			wantIDs(e, "recovered over several calls", sorted(got), sorted(want))
 		}},
 	}
 }
 
-// testOldTokenOfABatchAfterRefetch is testOldTokenAfterRefetch for a task
-// fetched with two others in one Fetch, all three recovered, it fetched
-// again alone, the others still waiting: op with the token of the first
-// Fetch is refused for it and for the others.
+// testOldTokenOfABatchAfterRefetch is testOldTokenAfterRefetch for tasks
+// fetched three in one Fetch, all recovered, one fetched again alone, the
+// others still waiting: op with the token of the first Fetch is refused
+// for it and, once they are fetched again too, for the others.
 func testOldTokenOfABatchAfterRefetch(e *env, op oldTokenOp) {
-	m := e.newMsg("default")
-	m.Retention = time.Hour
-	e.enqueue(m)
-	x, y := e.add("default"), e.add("default")
+	var ids []string
+	for range 3 {
+		m := e.newMsg("default")
+		m.Retention = time.Hour
+		e.enqueue(m)
+		ids = append(ids, m.ID)
+	}
 	old := e.fetchN("default", 3)
 	if len(old) != 3 {
 		e.Fatalf("Fetch = %d leases, want 3", len(old))
 	}
 	e.advance(leaseFor + time.Second)
-	wantIDs(e, "recovered", e.recoverAll("default", 5*time.Second), []string{m.ID, x.ID, y.ID})
+	wantIDs(e, "recovered", sorted(e.recoverAll("default", 5*time.Second)), sorted(ids))
 	e.advance(5 * time.Second)
 	e.wantForward(e.forward("default"), 3, false, 0)
-	cur := e.fetchID("default", m.ID)
-	for _, l := range old {
-		if l.Msg.ID == m.ID {
-			op.check(e, l.Ref())
+	cur := e.fetchOne("default")
+	oldOf := func(id string) broker.LeaseRef {
+		for _, l := range old {
+			if l.Msg.ID == id {
+				return l.Ref()
+			}
 		}
+		e.Fatalf("task %s was not in the first fetch", id)
+		return broker.LeaseRef{}
 	}
-	ti := e.wantState("default", m.ID, base.StateActive)
+	op.check(e, oldOf(cur.Msg.ID))
+	ti := e.wantState("default", cur.Msg.ID, base.StateActive)
 	wantTime(e, "LeaseDeadline of the current lease", ti.LeaseDeadline, cur.Deadline)
 	rest := e.fetchN("default", 2)
-	for _, l := range old {
-		if l.Msg.ID != m.ID {
-			op.check(e, l.Ref())
-		}
+	for _, l := range rest {
+		op.check(e, oldOf(l.Msg.ID))
 	}
 	e.complete(cur.Ref())
 	for _, l := range rest {
 		e.complete(l.Ref())
 	}
+}
+
+// sorted returns ids sorted, for comparing sets of IDs.
+func sorted(ids []string) []string {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return out
 }
 
 // wantUntouchedActive fails unless the task m is still active under lease l
