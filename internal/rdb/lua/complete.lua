@@ -30,7 +30,7 @@ local now = now_ms(ARGV[1])
 local n = (#ARGV - 6) / 2
 -- The IDs are read from ARGV where they are, not copied into a table of
 -- their own: while every lease holds (the usual case), ARGV[7..6+n] is
--- what ZREM, HDEL and the log take.
+-- what HDEL and the log take.
 local held
 if n <= 4000 then
   held = redis.call('HMGET', KEYS[2], unpack(ARGV, 7, 6 + n))
