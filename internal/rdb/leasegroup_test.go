@@ -31,6 +31,15 @@ func groupKeys(t *testing.T, b *Broker, q string) (counts, records, members int)
 	return counts, records, members
 }
 
+// wantGroupKeys fails unless queue q has counts, records and members
+// lease-group keys (groupKeys) when, a moment of the test.
+func wantGroupKeys(t *testing.T, b *Broker, q, when string, counts, records, members int) {
+	t.Helper()
+	if c, r, m := groupKeys(t, b, q); c != counts || r != records || m != members {
+		t.Fatalf("%s: counts hash %d, records %d, group members %d; want %d, %d, %d", when, c, r, m, counts, records, members)
+	}
+}
+
 // TestLeaseGroupLeavesNothing completes a fetch of 130 tasks (some of
 // which Complete must read) in several calls, with the leases of another
 // fetch between them: once every lease has ended, no group member, record
@@ -49,9 +58,7 @@ func TestLeaseGroupLeavesNothing(t *testing.T) {
 	if len(ls) != 130 || len(other) != 5 {
 		t.Fatalf("Fetch = %d and %d leases, want 130 and 5", len(ls), len(other))
 	}
-	if c, r, m := groupKeys(t, b, "q"); c != 1 || r != 2 || m != 2 {
-		t.Fatalf("after two fetches: counts hash %d, records %d, group members %d; want 1, 2, 2", c, r, m)
-	}
+	wantGroupKeys(t, b, "q", "after two fetches", 1, 2, 2)
 	k := newQueueKeys("q")
 	if n := redis(t, b, "ZCARD", k.active)[0]; n != "2" {
 		t.Fatalf("active zset holds %s members, want 2 (one a fetch)", n)
@@ -61,13 +68,9 @@ func TestLeaseGroupLeavesNothing(t *testing.T) {
 		completeAll(t, b, p)
 		checkInvariants(t, b)
 	}
-	if c, r, m := groupKeys(t, b, "q"); c != 1 || r != 2 || m != 2 {
-		t.Fatalf("with one lease of each fetch left: counts hash %d, records %d, group members %d; want 1, 2, 2", c, r, m)
-	}
+	wantGroupKeys(t, b, "q", "with one lease of each fetch left", 1, 2, 2)
 	completeAll(t, b, append(slices.Clone(ls[129:]), other[2:]...))
-	if c, r, m := groupKeys(t, b, "q"); c != 0 || r != 0 || m != 0 {
-		t.Fatalf("after every lease ended: counts hash %d, records %d, group members %d; want none", c, r, m)
-	}
+	wantGroupKeys(t, b, "q", "after every lease ended", 0, 0, 0)
 	if n := redis(t, b, "EXISTS", k.active, k.leases)[0]; n != "0" {
 		t.Errorf("active zset and leases hash: %s exist after every lease ended, want 0", n)
 	}
@@ -109,9 +112,7 @@ func TestLeaseGroupWithoutRecord(t *testing.T) {
 	if want := []string{"t1", "t2", "t3", "t4"}; !slices.Equal(got, want) {
 		t.Fatalf("recovered %v, want %v once each", got, want)
 	}
-	if c, r, m := groupKeys(t, b, "q"); c != 0 || r != 0 || m != 0 {
-		t.Fatalf("after recovery: counts hash %d, records %d, group members %d; want none", c, r, m)
-	}
+	wantGroupKeys(t, b, "q", "after recovery", 0, 0, 0)
 	checkInvariants(t, b)
 }
 

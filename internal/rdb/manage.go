@@ -298,9 +298,10 @@ func (b *Broker) deleteQueueTasks(ctx context.Context, k *queueKeys) error {
 	}
 }
 
-// dropFetchRecords deletes the fetch records of queue k (lua/fetch.lua),
-// which outlive the fetch's tasks by up to a lease; DeleteQueue found no
-// task active, so none of them names a held lease. A SCAN of each node,
+// dropFetchRecords deletes the fetch records of queue k (lua/fetch.lua):
+// a lease group's is deleted with its last lease, but an earlier version's
+// outlived its tasks by up to a lease; DeleteQueue found no task active,
+// so none of them names a held lease. A SCAN of each node,
 // in steps, so that Redis is not blocked on a large keyspace.
 func (b *Broker) dropFetchRecords(ctx context.Context, k *queueKeys) error {
 	pat := globEscape(k.fetch) + "*"
