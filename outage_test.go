@@ -148,11 +148,11 @@ func TestLongTasksKeepLeasesThroughOutage(t *testing.T) {
 	// the leases run out.
 	rc := rawRedis(t, rs.Addr)
 	deadline := func() float64 {
-		score, err := rc.Do(context.Background(), rc.B().Zscore().Key("htq:{default}:active").Member(ids[0]).Build()).AsFloat64()
+		ti, err := brokerOf(st).GetTaskInfo(context.Background(), "default", ids[0])
 		if err != nil {
 			t.Fatalf("lease deadline of %s: %v", ids[0], err)
 		}
-		return score
+		return float64(ti.LeaseDeadline.UnixMilli())
 	}
 	first := deadline()
 	waitFor(t, 5*time.Second, "a lease renewal", func() bool { return deadline() != first })

@@ -72,7 +72,7 @@ type Broker interface {
 
 	// Fetch moves up to p.Max pending tasks of p.Queue to active and
 	// grants each a lease of p.LeaseDuration (from the storage's clock)
-	// with a fresh token. A paused queue yields nothing. An empty result
+	// with a fresh token (see Lease.Token). A paused queue yields nothing. An empty result
 	// with a nil error means there was nothing to fetch.
 	//
 	// The order: tasks of a higher Priority first; within one priority,
@@ -183,7 +183,10 @@ type Lease struct {
 	Msg *base.TaskMessage
 	// Token fences the lease: every later write for the task presents it.
 	// It starts with FetchParams.ServerID and a '/' (see ServerOfToken),
-	// so that whoever presents it can be told which server holds it.
+	// so that whoever presents it can be told which server holds it. The
+	// leases of one Fetch may share a token (a Fetch leases a task at most
+	// once): a lease is named by its queue, task ID and token together,
+	// and no later Fetch grants a token an earlier one did.
 	Token string
 	// Deadline is when the lease runs out on the storage clock.
 	Deadline time.Time

@@ -223,7 +223,7 @@ func (b *Broker) CheckInvariants(ctx context.Context) error {
 		bad, err := b.run(ctx, call{
 			s: scriptInvariants,
 			keys: []string{k.task, k.pending, k.active, k.scheduled, k.retry,
-				k.archived, k.completed, k.groups, k.group, k.leases, ak.aggs, ak.agg, k.settings, k.waiting},
+				k.archived, k.completed, k.groups, k.group, k.leases, ak.aggs, ak.agg, k.settings, k.waiting, k.fetchN, k.fetch},
 			args: []string{k.taskPattern},
 		}).AsStrSlice()
 		if err != nil {

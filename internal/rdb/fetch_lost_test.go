@@ -84,7 +84,8 @@ func TestFetchWhoseReplyWasLost(t *testing.T) {
 	if n := redis(t, direct, "HLEN", "htq:{q}:leases"); n[0] != "5" {
 		t.Fatalf("leases after the lost fetch: %v, want 5 (the script ran)", n)
 	}
-	before := redis(t, direct, "ZSCORE", "htq:{q}:active", "t0")
+	group := "\x02" + redis(t, direct, "HGET", "htq:{q}:leases", "t0")[0]
+	before := redis(t, direct, "ZSCORE", "htq:{q}:active", group)
 
 	time.Sleep(5 * time.Millisecond) // a renewed deadline is a later one
 	ls, err = b.Fetch(ctx, p)
@@ -94,9 +95,9 @@ func TestFetchWhoseReplyWasLost(t *testing.T) {
 	if got := leaseIDs(ls); !slices.Equal(got, want) {
 		t.Fatalf("Fetch after the lost one = %v, want the tasks of the lost reply %v", got, want)
 	}
-	after := redis(t, direct, "ZSCORE", "htq:{q}:active", "t0")
+	after := redis(t, direct, "ZSCORE", "htq:{q}:active", group)
 	if len(after) != 1 || len(before) != 1 || after[0] <= before[0] {
-		t.Errorf("active zset before %v, after the second fetch %v: want t0's deadline renewed", before, after)
+		t.Errorf("active zset before %v, after the second fetch %v: want the lease group's deadline renewed", before, after)
 	}
 	if more, err := b.Fetch(ctx, p); err != nil || len(more) != 0 {
 		t.Errorf("third Fetch = %d leases, %v; want none (each task handed out once)", len(more), err)
@@ -146,8 +147,7 @@ func TestFetchAgainWithoutRecordLeasesAfresh(t *testing.T) {
 		t.Fatalf("Complete: %v", errs[0])
 	}
 	mustEnqueue(t, direct, msg("q", "b"), time.Time{})
-	prefix := ls[0].Token[:len(ls[0].Token)-1]
-	k.keepRefetch(prefix)
+	k.keepRefetch(ls[0].Token)
 	ls, err = b.Fetch(ctx, p)
 	if err != nil || len(ls) != 1 || ls[0].Msg.ID != "b" {
 		t.Fatalf("Fetch with a spent record = %v, %v; want task b", ls, err)

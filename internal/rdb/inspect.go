@@ -237,7 +237,7 @@ func (b *Broker) ListTasks(ctx context.Context, p broker.ListParams) ([]*base.Ta
 	case base.StatePending:
 		key, kind = k.pending, "p"
 	case base.StateActive:
-		key, kind = k.active, "z"
+		key, kind = k.active, "a"
 	case base.StateScheduled:
 		key, kind = k.scheduled, "z"
 	case base.StateRetry:
@@ -258,7 +258,7 @@ func (b *Broker) ListTasks(ctx context.Context, p broker.ListParams) ([]*base.Ta
 	}
 	vals, err := b.run(ctx, call{
 		s:    scriptList,
-		keys: []string{key, k.task},
+		keys: []string{key, k.task, k.leases, k.fetch},
 		args: []string{b.nowArg(), kind, strconv.Itoa(p.Offset), strconv.Itoa(p.Limit)},
 	}).ToArray()
 	if err != nil {

@@ -54,7 +54,8 @@ type queueKeys struct {
 
 	task      string // prefix of task keys: + task ID (a hash, or a string holding only the message: lua/lib.lua's task_get)
 	pending   string // list of pending IDs of priority 0 without a key; LPUSH new, RPOP oldest; + ":<p>", ":k:<key>" … the other lanes (lua/lanelib.lua)
-	active    string // zset of active IDs, score = lease deadline (ms)
+	active    string // zset of lease deadlines (ms): a lease group's member ("\x02" + token), or an ID with a member of its own (lua/lib.lua)
+	fetchN    string // hash: a lease group's token -> the leases it governs (lua/lib.lua)
 	leases    string // hash of active IDs to their lease tokens
 	scheduled string // zset of scheduled IDs, score = due time (ms)
 	retry     string // zset of retry IDs, score = due time (ms)
@@ -71,7 +72,7 @@ type queueKeys struct {
 	waiting   string // zset of waiting workflow task IDs, score = enqueue time (ms)
 	workflow  string // prefix of workflow hashes: + workflow ID (lua/wflib.lua)
 	wfDone    string // zset of finished workflow hashes, score = end of retention (ms)
-	fetch     string // prefix of fetch records: + token prefix (lua/fetch.lua)
+	fetch     string // prefix of fetch records, a lease group's IDs: + token (lua/fetch.lua)
 
 	// taskPattern is a KEYS/SCAN glob matching every task key of the
 	// queue. It is not a key: escaping may change its hash tag, so it is
@@ -168,6 +169,7 @@ func newQueueKeys(q string) *queueKeys {
 		workflow:    p + "w:",
 		wfDone:      p + "wfdone",
 		fetch:       p + "fetch:",
+		fetchN:      p + "fetch-counts",
 		taskPattern: globEscape(p+"t:") + "*",
 	}
 }

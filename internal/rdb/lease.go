@@ -32,21 +32,38 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if prefix == "" {
 		prefix, again = tokenPrefix(p.ServerID), "0"
 	}
-	c := call{
-		s:    scriptFetch,
-		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix},
-		args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen, again},
-	}
-	vals, err := b.run(ctx, c).ToArray()
-	if err != nil {
-		if outcomeUnknown(err) {
-			// The script may have leased tasks whose reply was lost: a
-			// next Fetch of the queue calls with this prefix again and
-			// gets them (lua/fetch.lua's record).
-			k.keepRefetch(prefix)
+	for {
+		c := call{
+			s:    scriptFetch,
+			keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix, k.fetchN},
+			args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen, again},
 		}
-		return nil, b.wrap("fetch "+p.Queue, err)
+		vals, err := b.run(ctx, c).ToArray()
+		if err != nil {
+			if outcomeUnknown(err) {
+				// The script may have leased tasks whose reply was lost: a
+				// next Fetch of the queue calls with this prefix again and
+				// gets them (lua/fetch.lua's record).
+				k.keepRefetch(prefix)
+			}
+			return nil, b.wrap("fetch "+p.Queue, err)
+		}
+		if again == "1" && len(vals) == 2 {
+			if d, err := vals[0].AsInt64(); err == nil && d == -2 {
+				// A call again with nothing to answer: lease afresh, under a
+				// token never used (a token used again could fence a task
+				// its earlier lease had).
+				prefix, again = tokenPrefix(p.ServerID), "0"
+				continue
+			}
+		}
+		return b.fetched(k, p, prefix, again, vals)
 	}
+}
+
+// fetched reads the reply vals of fetch.lua, called with token prefix
+// (again "1": a call again).
+func (b *Broker) fetched(k *queueKeys, p broker.FetchParams, prefix, again string, vals []rueidis.RedisMessage) ([]*broker.Lease, error) {
 	if len(vals) == 0 {
 		return nil, nil
 	}
@@ -64,10 +81,9 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if len(vals) < 3 {
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
-	// form (lua/fetch.lua): 0 a fetch, whose tokens the reply leaves out
-	// (the k-th task's is prefix + k in base 62, see tokens); 1 a call again, each
-	// token after its task's ID; 2 the same, the record keeping tasks for
-	// the next Fetch.
+	// form (lua/fetch.lua): 0 a fetch, 1 a call again, 2 the same, the
+	// record keeping tasks for the next Fetch. Every lease of the call
+	// has the token prefix, which the reply leaves out.
 	form, err := vals[2].ToInt64()
 	if err != nil || form < 0 || form > 2 {
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
@@ -78,44 +94,21 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 		k.keepRefetch(prefix)
 	}
 	vals = vals[3:]
-	// Each task is id[, token], m (a plain task) or 0, id[, token], m, n,
-	// e, f; at least 2 entries a task.
-	width := 2 // a plain task's entries
-	if form != 0 {
-		width = 3
-	}
 	// A lease and its message are allocated together, for the batch.
 	ls := make([]leased, 0, len(vals)/2)
 	out := make([]*broker.Lease, 0, len(vals)/2)
-	var toks []string // form 0: the tokens, slices of one string
-	if form == 0 {
-		toks = tokens(prefix, len(vals)/2)
-	}
 	dl := time.UnixMilli(deadline)
 	dur := time.Duration(leaseMS) * time.Millisecond
 	var firstErr error
-	for num := 1; len(vals) > 0; num++ {
-		// f: id[, token], m[, n, e, f]; an ID is a bulk string, never an
-		// integer.
+	for len(vals) > 0 {
+		// f: id, m[, n, e, f]; an ID is a bulk string, never an integer.
 		var f []rueidis.RedisMessage
-		if vals[0].IsInt64() && len(vals) >= width+4 {
-			f, vals = vals[1:width+4], vals[width+4:]
-		} else if len(vals) >= width {
-			f, vals = vals[:width], vals[width:]
+		if vals[0].IsInt64() && len(vals) >= 6 {
+			f, vals = vals[1:6], vals[6:]
+		} else if len(vals) >= 2 {
+			f, vals = vals[:2], vals[2:]
 		} else {
 			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
-		}
-		var tok string
-		if form == 0 {
-			if num > len(toks) {
-				return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
-			}
-			tok = toks[num-1]
-		} else {
-			if tok, err = f[1].ToString(); err != nil {
-				return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
-			}
-			f = append(f[:1:1], f[2:]...) // id, m[, n, e, f]
 		}
 		ls = append(ls, leased{m: base.TaskMessage{Queue: p.Queue}})
 		x := &ls[len(ls)-1]
@@ -134,7 +127,7 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 			}
 			continue
 		}
-		x.l = broker.Lease{Msg: m, Token: tok, Deadline: dl, Duration: dur}
+		x.l = broker.Lease{Msg: m, Token: prefix, Deadline: dl, Duration: dur}
 		out = append(out, &x.l)
 	}
 	if len(out) == 0 && firstErr != nil {
@@ -149,57 +142,6 @@ type leased struct {
 	m base.TaskMessage
 }
 
-// tokens returns the lease tokens of the first n tasks of a fetch with
-// prefix (prefix + k in base 62, k from 1, as lua/lib.lua's short), as
-// slices of one string: one allocation for the batch instead of one a
-// task.
-func tokens(prefix string, n int) []string {
-	var sb strings.Builder
-	sb.Grow(n * (len(prefix) + 3))
-	var d [12]byte
-	for k := 1; k <= n; k++ {
-		sb.WriteString(prefix)
-		sb.Write(appendShort62(d[:0], k))
-	}
-	all := sb.String()
-	out := make([]string, n)
-	start := 0
-	for k := 1; k <= n; k++ {
-		end := start + len(prefix) + short62Len(k)
-		out[k-1] = all[start:end]
-		start = end
-	}
-	return out
-}
-
-// digits62 are the digits of lua/lib.lua's short, in order.
-const digits62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-// appendShort62 appends n > 0 in base 62 to dst, as lua/lib.lua's short
-// formats it: the number of a task in its fetch, which ends its lease
-// token.
-func appendShort62(dst []byte, n int) []byte {
-	var b [12]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = digits62[n%62]
-		n /= 62
-		if n == 0 {
-			return append(dst, b[i:]...)
-		}
-	}
-}
-
-// short62Len is the length of appendShort62's digits for n > 0.
-func short62Len(n int) int {
-	l := 1
-	for ; n >= 62; n /= 62 {
-		l++
-	}
-	return l
-}
-
 // outcomeUnknown tells whether a call that failed with err may have run
 // on Redis: anything but an error reply (a connection closed or reset, a
 // timeout after the request was sent).
@@ -208,30 +150,30 @@ func outcomeUnknown(err error) bool {
 	return !errors.As(err, &re)
 }
 
-// minTokenPrefix is the least length of a lease token's prefix: a token
-// is then longer than Redis's hash-max-listpack-value (64 by default), so
-// that a queue's leases hash is a hash table from its first entry on. In
-// the compact listpack encoding, which Redis keeps up to 128 entries,
-// every HSET, HMGET and HDEL of a field scans the whole hash: that cost
-// Fetch and Complete about 2 µs of Redis CPU per task with 60 to 120
-// tasks active (BenchmarkProcessCost, docs/performance.md).
-const minTokenPrefix = 64
+// minToken is the least length of a lease token: longer than Redis's
+// hash-max-listpack-value (64 by default), so that a queue's leases hash
+// is a hash table from its first entry on. In the compact listpack
+// encoding, which Redis keeps up to 128 entries, every HSET, HMGET and
+// HDEL of a field scans the whole hash: that cost Fetch and Complete about
+// 2 µs of Redis CPU per task with 60 to 120 tasks active
+// (BenchmarkProcessCost, docs/performance.md).
+const minToken = 65
 
-// tokenPrefix returns a fresh prefix for the tokens of one fetch's leases:
-// "<server ID>/<random>.", the random part (base 36) at least 13
-// characters and long enough for the prefix to have minTokenPrefix bytes.
-// Fetch appends the task's number in the fetch (lua/fetch.lua): the random
-// part makes tokens unique per fetch, the number per task of the fetch;
-// the server ID is kept for the Inspector (broker.ServerOfToken).
+// tokenPrefix returns a fresh token for the leases of one fetch:
+// "<server ID>/<random>", the random part (base 36) at least 13
+// characters and long enough for the token to have minToken bytes. Every
+// lease of the fetch carries it (lua/fetch.lua): the random part makes it
+// unique per fetch, and a fetch leases a task at most once, so that queue,
+// ID and token name one lease; the server ID is kept for the Inspector
+// (broker.ServerOfToken).
 func tokenPrefix(serverID string) string {
 	var sb strings.Builder
-	sb.Grow(max(minTokenPrefix, len(serverID)+15))
+	sb.Grow(max(minToken, len(serverID)+14))
 	sb.WriteString(serverID)
 	sb.WriteByte('/')
-	for first := true; first || sb.Len() < minTokenPrefix-1; first = false {
+	for first := true; first || sb.Len() < minToken; first = false {
 		sb.WriteString(strconv.FormatUint(rand.Uint64()|1<<63, 36))
 	}
-	sb.WriteByte('.')
 	return sb.String()
 }
 
@@ -337,16 +279,22 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 	calls := make([]call, len(groups))
 	for j := range groups {
 		g := &groups[j]
-		g.idx = b.distinctIDs(leases, g.idx, errs)
+		g.idx = withTokens(b.distinctIDs(leases, g.idx, errs), leases, errs)
 		n := len(g.idx)
 		args := make([]string, 6+2*n)
 		args[0], args[1], args[2], args[3], args[4] = now, channelEvents, g.k.name, grace, b.logLen
+		prev := ""
 		for x, i := range g.idx {
-			args[6+x], args[6+n+x] = leases[i].ID, leases[i].Token
+			// A token like the one before is sent as '': the leases of
+			// one fetch share theirs (lua/complete.lua).
+			args[6+x] = leases[i].ID
+			if tok := leases[i].Token; tok != prev {
+				args[6+n+x], prev = tok, tok
+			}
 		}
 		calls[j] = call{
 			s:    scriptComplete,
-			keys: []string{g.k.active, g.k.leases, g.k.completed, g.k.task, g.k.unique, g.k.processed, g.k.events, g.k.pending},
+			keys: []string{g.k.active, g.k.leases, g.k.completed, g.k.task, g.k.unique, g.k.processed, g.k.events, g.k.pending, g.k.fetchN, g.k.fetch},
 			args: args,
 		}
 	}
@@ -408,6 +356,21 @@ func (b *Broker) distinctIDs(leases []broker.LeaseRef, idx []int, errs []error) 
 	return out
 }
 
+// withTokens returns idx without the leases that carry no token, whose
+// errs it sets to a lost lease: complete.lua reads an empty token as the
+// one before it.
+func withTokens(idx []int, leases []broker.LeaseRef, errs []error) []int {
+	out := idx[:0]
+	for _, i := range idx {
+		if leases[i].Token == "" {
+			errs[i] = leaseLost("complete", leases[i])
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
 // maxSeenKept is the largest set of IDs distinctIDs keeps for the next
 // call: a map does not shrink, and a rare huge batch should not stay.
 const maxSeenKept = 4096
@@ -458,7 +421,7 @@ func (b *Broker) Retry(ctx context.Context, p broker.RetryParams) error {
 	}
 	err = b.fenced(ctx, "retry", l, call{
 		s:    scriptRetry,
-		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.retry, k.processed, k.failed, k.events, k.pending},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.retry, k.processed, k.failed, k.events, k.pending, k.fetchN, k.fetch},
 		args: []string{b.nowArg(), l.ID, l.Token, itoa(ms(p.Delay)), p.ErrMsg, boolArg(p.IsFailure),
 			boolArg(p.RequireExpired), channelEvents, k.name, b.logLen},
 	}, true)
@@ -482,7 +445,7 @@ func (b *Broker) Archive(ctx context.Context, p broker.ArchiveParams) error {
 	}
 	return b.fenced(ctx, "archive", l, call{
 		s:    scriptArchive,
-		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.archived, k.task, k.unique, k.processed, k.failed, k.events, k.pending},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.archived, k.task, k.unique, k.processed, k.failed, k.events, k.pending, k.fetchN, k.fetch},
 		args: []string{b.nowArg(), l.ID, l.Token, p.ErrMsg, boolArg(p.RequireExpired), b.archiveMax, b.archiveAge,
 			channelEvents, k.name, b.logLen},
 	}, true)
@@ -497,7 +460,7 @@ func (b *Broker) Requeue(ctx context.Context, l broker.LeaseRef) error {
 	}
 	return b.fenced(ctx, "requeue", l, call{
 		s:    scriptRequeue,
-		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.pending, k.events, k.settings},
+		keys: []string{k.taskKey(l.ID), k.active, k.leases, k.pending, k.events, k.settings, k.fetchN, k.fetch},
 		args: []string{l.ID, l.Token, channelEvents, k.name, b.nowArg(), b.logLen},
 	}, false)
 }
@@ -539,7 +502,7 @@ func (b *Broker) ExtendLeases(ctx context.Context, queue string, leases []broker
 		}
 		args = append(args, l.ID, l.Token)
 	}
-	vals, err := b.run(ctx, call{s: scriptExtend, keys: []string{k.active, k.leases}, args: args}).AsStrSlice()
+	vals, err := b.run(ctx, call{s: scriptExtend, keys: []string{k.active, k.leases, k.fetchN, k.fetch}, args: args}).AsStrSlice()
 	if err != nil {
 		return nil, b.wrap("extend leases "+queue, err)
 	}
@@ -561,7 +524,7 @@ func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]
 	}
 	vals, err := b.run(ctx, call{
 		s:    scriptExpired,
-		keys: []string{k.active, k.leases, k.task},
+		keys: []string{k.active, k.leases, k.task, k.fetchN, k.fetch},
 		args: []string{b.nowArg(), strconv.Itoa(limit)},
 	}).ToArray()
 	if err != nil {

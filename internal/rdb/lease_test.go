@@ -15,11 +15,11 @@ func TestTokenPrefix(t *testing.T) {
 	for _, id := range []string{"", "w", "0b9f3c9e-1f7c-4a53-9d2b-4f0f6f1b2c3d", strings.Repeat("s/", 40)} {
 		for range 100 {
 			p := tokenPrefix(id)
-			if len(p) < minTokenPrefix || !strings.HasPrefix(p, id+"/") || !strings.HasSuffix(p, ".") {
-				t.Fatalf("tokenPrefix(%q) = %q: want %q/<random>. of at least %d bytes", id, p, id, minTokenPrefix)
+			if len(p) < minToken || !strings.HasPrefix(p, id+"/") || strings.ContainsAny(p[len(id)+1:], "/+!.\n") {
+				t.Fatalf("tokenPrefix(%q) = %q: want %q/<random> of at least %d bytes", id, p, id, minToken)
 			}
-			if got := broker.ServerOfToken(p + "1"); got != id {
-				t.Fatalf("ServerOfToken(%q) = %q, want %q", p+"1", got, id)
+			if got := broker.ServerOfToken(p); got != id {
+				t.Fatalf("ServerOfToken(%q) = %q, want %q", p, got, id)
 			}
 			if seen[p] {
 				t.Fatalf("tokenPrefix(%q) returned %q twice", id, p)
@@ -29,7 +29,7 @@ func TestTokenPrefix(t *testing.T) {
 	}
 }
 
-// TestLeasesHashIsHashTable checks what minTokenPrefix is for: on a
+// TestLeasesHashIsHashTable checks what minToken is for: on a
 // server with the default hash-max-listpack-value, a queue's leases hash
 // is a hash table from the first fetch on, however few tasks are active.
 func TestLeasesHashIsHashTable(t *testing.T) {
@@ -53,9 +53,10 @@ func TestLeasesHashIsHashTable(t *testing.T) {
 	}
 }
 
-// TestActiveZsetIsSkiplist checks fetch.lua's wide member: a queue's
-// active zset is a skiplist from the fetch that creates it, however few
-// tasks are active, and holds nothing but the active tasks' IDs.
+// TestActiveZsetIsSkiplist checks that a queue's active zset is a
+// skiplist from the fetch that creates it, however few tasks are active:
+// its one member for the fetch, the lease group's (lua/lib.lua), is longer
+// than zset-max-listpack-value.
 func TestActiveZsetIsSkiplist(t *testing.T) {
 	b := newTestBroker(t, nil)
 	ctx := t.Context()
@@ -79,9 +80,8 @@ func TestActiveZsetIsSkiplist(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		slices.Sort(got)
-		if !slices.Equal(got, ids) {
-			t.Errorf("round %d: active zset = %q, want %q", round, got, ids)
+		if want := []string{"\x02" + ls[0].Token}; !slices.Equal(got, want) {
+			t.Errorf("round %d: active zset = %q, want the fetch's lease group %q", round, got, want)
 		}
 		// Completing every task deletes the zset; the next round's
 		// fetch makes a new one.
@@ -126,7 +126,6 @@ func TestFetchReplyForms(t *testing.T) {
 	}
 	ls = mustFetch(t, b, "q", 10)
 	var got []string
-	tokens := map[string]bool{}
 	for _, l := range ls {
 		got = append(got, l.Msg.ID)
 		if want := string(msg("q", l.Msg.ID).Payload); string(l.Msg.Payload) != want {
@@ -135,10 +134,9 @@ func TestFetchReplyForms(t *testing.T) {
 		if l.Msg.ID == "retried" && (l.Msg.Retried != 1 || l.Msg.LastErr != "boom") {
 			t.Errorf("task retried: Retried %d, LastErr %q; want 1, boom", l.Msg.Retried, l.Msg.LastErr)
 		}
-		if tokens[l.Token] {
-			t.Errorf("token %q given twice", l.Token)
+		if l.Token != ls[0].Token {
+			t.Errorf("task %s: token %q, want the fetch's one token %q", l.Msg.ID, l.Token, ls[0].Token)
 		}
-		tokens[l.Token] = true
 	}
 	slices.Sort(got)
 	if want := []string{"7", "8", "retried"}; !slices.Equal(got, want) {
@@ -147,40 +145,60 @@ func TestFetchReplyForms(t *testing.T) {
 	completeAll(t, b, ls)
 }
 
-// short62 formats n > 0 in base 62, as lua/lib.lua's short does.
-func short62(n int) string { return string(appendShort62(nil, n)) }
-
-// TestFetchTokensAreTheLeases checks the tokens rdb.Fetch makes itself
-// (fetch.lua's reply leaves them out) against those the leases hash holds,
-// past 62 tasks, where the number takes a second digit.
+// TestFetchTokensAreTheLeases checks that every lease of one fetch carries
+// the fetch's token, which the leases hash holds for each of its tasks
+// (with '+' for a task Complete must read), and that Complete of the batch
+// in several calls, the tokens sent once per run (lua/complete.lua's ”),
+// fences each task alone: a stale token between them and a task of
+// another fetch in the same call lose only their own lease.
 func TestFetchTokensAreTheLeases(t *testing.T) {
-	for n, want := range map[int]string{1: "1", 9: "9", 10: "a", 61: "Z", 62: "10", 63: "11", 3843: "ZZ", 3844: "100"} {
-		if got := short62(n); got != want {
-			t.Errorf("short62(%d) = %q, want %q", n, got, want)
-		}
-	}
-	for k, tok := range tokens("p.", 4000) {
-		if want := "p." + short62(k+1); tok != want {
-			t.Fatalf("tokens(p., 4000)[%d] = %q, want %q", k, tok, want)
-		}
-	}
 	b := newTestBroker(t, nil)
 	ctx := t.Context()
 	for i := range 70 {
-		mustEnqueue(t, b, msg("q", fmt.Sprint("t", i)), time.Time{})
+		m := msg("q", fmt.Sprint("t", i))
+		if i%10 == 3 {
+			m.Retention = time.Hour // its lease is marked '+'
+		}
+		mustEnqueue(t, b, m, time.Time{})
 	}
-	ls := mustFetch(t, b, "q", 70)
-	if len(ls) != 70 {
-		t.Fatalf("Fetch = %d leases, want 70", len(ls))
+	ls := mustFetch(t, b, "q", 60)
+	more := mustFetch(t, b, "q", 10)
+	if len(ls) != 60 || len(more) != 10 {
+		t.Fatalf("Fetch = %d and %d leases, want 60 and 10", len(ls), len(more))
+	}
+	if ls[0].Token == more[0].Token {
+		t.Fatalf("two fetches share the token %q", ls[0].Token)
 	}
 	k := newQueueKeys("q")
-	for _, l := range ls {
+	for _, l := range append(slices.Clone(ls), more...) {
+		want := l.Token
+		if l.Msg.Retention > 0 {
+			want += "+"
+		}
 		held, err := b.c.Do(ctx, b.c.B().Hget().Key(k.leases).Field(l.Msg.ID).Build()).ToString()
-		if err != nil || held != l.Token {
-			t.Fatalf("task %s: leases hash holds %q (%v), the lease's token is %q", l.Msg.ID, held, err, l.Token)
+		if err != nil || held != want {
+			t.Fatalf("task %s: leases hash holds %q (%v), want %q", l.Msg.ID, held, err, want)
+		}
+		if l.Token != ls[0].Token && l.Token != more[0].Token {
+			t.Fatalf("task %s: token %q is neither fetch's", l.Msg.ID, l.Token)
 		}
 	}
-	completeAll(t, b, ls)
+	// One call: 30 of the first fetch, a stale token, 5 of the second
+	// fetch, 10 more of the first.
+	refs := refsOf(ls[:30])
+	stale := ls[30].Ref()
+	stale.Token = more[0].Token // a real token, not this task's
+	refs = append(refs, stale)
+	refs = append(refs, refsOf(more[:5])...)
+	refs = append(refs, refsOf(ls[31:41])...)
+	for i, err := range b.Complete(ctx, refs) {
+		if (err != nil) != (i == 30) {
+			t.Errorf("Complete %s (%d): %v", refs[i].ID, i, err)
+		}
+	}
+	completeAll(t, b, append(ls[41:], ls[30]))
+	completeAll(t, b, more[5:])
+	checkInvariants(t, b)
 }
 
 // completeAll completes every lease of ls in one call, each of which must

@@ -240,7 +240,7 @@ func (b *Broker) DeleteQueue(ctx context.Context, queue string, force bool) erro
 	start := call{
 		s: scriptDeleteQueue,
 		keys: []string{k.pending, k.active, k.leases, k.scheduled, k.retry, k.archived, k.completed,
-			k.groups, ak.aggs, k.paused, k.settings, k.processed, k.failed, k.events, k.waiting},
+			k.groups, ak.aggs, k.paused, k.settings, k.processed, k.failed, k.events, k.waiting, k.fetchN},
 		args: []string{b.nowArg(), boolArg(force)},
 	}
 	res := b.runMulti(ctx, b.knownCmds(k), []call{start})
@@ -298,9 +298,10 @@ func (b *Broker) deleteQueueTasks(ctx context.Context, k *queueKeys) error {
 	}
 }
 
-// dropFetchRecords deletes the fetch records of queue k (lua/fetch.lua),
-// which outlive the fetch's tasks by up to a lease; DeleteQueue found no
-// task active, so none of them names a held lease. A SCAN of each node,
+// dropFetchRecords deletes the fetch records of queue k (lua/fetch.lua):
+// a lease group's is deleted with its last lease, but an earlier version's
+// outlived its tasks by up to a lease; DeleteQueue found no task active,
+// so none of them names a held lease. A SCAN of each node,
 // in steps, so that Redis is not blocked on a large keyspace.
 func (b *Broker) dropFetchRecords(ctx context.Context, k *queueKeys) error {
 	pat := globEscape(k.fetch) + "*"

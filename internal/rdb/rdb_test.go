@@ -400,10 +400,26 @@ func TestCheckInvariantsFindsViolations(t *testing.T) {
 		}, "task p has state 3 but is in pending"},
 		{"active without token", func(t *testing.T, b *Broker) {
 			redis(t, b, "HDEL", "htq:{q}:leases", "a")
-		}, "task a has state 2 but is in active"},
+		}, "counts 1 leases, it governs 0"},
+		{"active without its group's member", func(t *testing.T, b *Broker) {
+			redis(t, b, "ZREM", "htq:{q}:active", "\x02"+redis(t, b, "HGET", "htq:{q}:leases", "a")[0])
+		}, "has no member in the active zset"},
 		{"active without lease entry", func(t *testing.T, b *Broker) {
-			redis(t, b, "ZREM", "htq:{q}:active", "a")
+			// A lease with a member of its own (extended alone), which
+			// is gone.
+			tok := redis(t, b, "HGET", "htq:{q}:leases", "a")[0]
+			redis(t, b, "HSET", "htq:{q}:leases", "a", tok+"!")
+			redis(t, b, "HINCRBY", "htq:{q}:fetch-counts", tok, "-1")
 		}, "active task a has no active-zset entry"},
+		{"group count", func(t *testing.T, b *Broker) {
+			redis(t, b, "HINCRBY", "htq:{q}:fetch-counts", redis(t, b, "HGET", "htq:{q}:leases", "a")[0], "1")
+		}, "counts 2 leases, it governs 1"},
+		{"group record", func(t *testing.T, b *Broker) {
+			redis(t, b, "DEL", "htq:{q}:fetch:"+redis(t, b, "HGET", "htq:{q}:leases", "a")[0])
+		}, "has no record"},
+		{"group member without count", func(t *testing.T, b *Broker) {
+			redis(t, b, "ZADD", "htq:{q}:active", "1", "\x02s1/ghost")
+		}, "lease group s1/ghost is in the active zset but has no count"},
 		{"lease entry without task", func(t *testing.T, b *Broker) {
 			redis(t, b, "ZADD", "htq:{q}:active", "1", "ghost")
 		}, "active entry ghost has no task"},
@@ -490,12 +506,13 @@ func TestCorruptTask(t *testing.T) {
 	}
 }
 
-// TestLeaseTokensUnique checks that no two grants share a token, across
-// fetches and re-fetches of the same task.
+// TestLeaseTokensUnique checks that no two fetches share a token, so that
+// a task fetched again never gets a token it had before.
 func TestLeaseTokensUnique(t *testing.T) {
 	b := newTestBroker(t, clockwork.NewFakeClockAt(epoch))
 	ctx := t.Context()
 	seen := map[string]bool{}
+	fetches := 0
 	for i := range 50 {
 		mustEnqueue(t, b, msg("q", fmt.Sprint(i)), time.Time{})
 	}
@@ -507,19 +524,23 @@ func TestLeaseTokensUnique(t *testing.T) {
 				t.Fatalf("Fetch returned nothing after %d of 50 tasks", len(round))
 			}
 			round = append(round, ls...)
+			fetches++
+			if seen[ls[0].Token] {
+				t.Fatalf("token %q granted by two fetches", ls[0].Token)
+			}
+			seen[ls[0].Token] = true
 		}
 		for _, l := range round {
-			if seen[l.Token] {
-				t.Fatalf("token %q granted twice", l.Token)
+			if !seen[l.Token] {
+				t.Fatalf("task %s: token %q is not its fetch's", l.Msg.ID, l.Token)
 			}
-			seen[l.Token] = true
 			if err := b.Requeue(ctx, l.Ref()); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if len(seen) != 150 {
-		t.Errorf("granted %d tokens, want 150", len(seen))
+	if len(seen) != fetches {
+		t.Errorf("granted %d tokens in %d fetches, want one a fetch", len(seen), fetches)
 	}
 }
 

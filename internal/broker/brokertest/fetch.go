@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"errors"
 	"time"
 
 	"github.com/htqueue/htq/internal/base"
@@ -33,8 +34,12 @@ func fetchTests() []testCase {
 					e.Errorf("ServerOfToken(%q) = %q, want the fetching server worker/7", l.Token, got)
 				}
 			}
-			if ls[0].Token == ls[1].Token {
-				e.Errorf("two leases share the token %q", ls[0].Token)
+			// The two leases may share a token (one per Fetch), and
+			// still fence apart: each completes with its own ID.
+			for _, err := range e.b.Complete(e.ctx, []broker.LeaseRef{ls[0].Ref(), ls[1].Ref()}) {
+				if err != nil {
+					e.Errorf("Complete of a lease of the fetch: %v", err)
+				}
 			}
 		}},
 		{"FIFOInOneFetch", func(e *env) {
@@ -92,17 +97,35 @@ func fetchTests() []testCase {
 			}
 		}},
 		{"DistinctTokens", func(e *env) {
+			// The leases of one Fetch may share a token; no two Fetches
+			// do, and a token fences only the tasks its Fetch leased.
 			for range 10 {
 				e.add("default")
 			}
-			ls := e.fetchN("default", 5)
-			ls = append(ls, e.fetchN("default", 5)...)
-			seen := map[string]string{}
-			for _, l := range ls {
-				if other, ok := seen[l.Token]; ok {
-					e.Fatalf("tasks %s and %s got the same lease token %q", other, l.Msg.ID, l.Token)
+			a := e.fetchN("default", 5)
+			b := e.fetchN("default", 5)
+			for _, x := range a {
+				for _, y := range b {
+					if x.Token == y.Token {
+						e.Fatalf("tasks %s and %s of two fetches got the same lease token %q", x.Msg.ID, y.Msg.ID, x.Token)
+					}
 				}
-				seen[l.Token] = l.Msg.ID
+			}
+			swapped := a[0].Ref()
+			swapped.Token = b[0].Token
+			other := b[1].Ref()
+			other.Token = a[1].Token
+			for i, err := range e.b.Complete(e.ctx, []broker.LeaseRef{swapped, other}) {
+				if !errors.Is(err, base.ErrLeaseLost) {
+					e.Errorf("Complete %d with the other fetch's token: %v, want ErrLeaseLost", i, err)
+				}
+			}
+			var refs []broker.LeaseRef
+			for _, l := range append(a, b...) {
+				refs = append(refs, l.Ref())
+			}
+			for i, err := range e.b.Complete(e.ctx, refs) {
+				wantNoErr(e, "Complete "+refs[i].ID, err)
 			}
 		}},
 		{"FreshTokenEachFetch", func(e *env) {

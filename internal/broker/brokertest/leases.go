@@ -215,8 +215,175 @@ func leaseTests() []testCase {
 	}
 	for _, op := range oldTokenOps {
 		cases = append(cases, testCase{"OldTokenAfterRefetch" + op.name, func(e *env) { testOldTokenAfterRefetch(e, op) }})
+		cases = append(cases, testCase{"OldTokenOfABatchAfterRefetch" + op.name, func(e *env) { testOldTokenOfABatchAfterRefetch(e, op) }})
 	}
-	return cases
+	return append(cases, batchLeaseTests()...)
+}
+
+// batchLeaseTests check the leases of one Fetch of several tasks, which a
+// backend may keep together (rdb's lease groups): each lease still ends,
+// expires and is extended alone.
+func batchLeaseTests() []testCase {
+	return []testCase{
+		{"CompleteABatchInSeveralCalls", func(e *env) {
+			var want []string
+			for range 10 {
+				want = append(want, e.add("default").ID)
+			}
+			ls := e.fetchN("default", 10)
+			wantIDs(e, "fetched", sorted(leaseIDs(ls)), sorted(want))
+			for _, part := range [][]*broker.Lease{ls[:3], ls[3:4], ls[4:9], ls[9:]} {
+				var refs []broker.LeaseRef
+				for _, l := range part {
+					refs = append(refs, l.Ref())
+				}
+				for i, err := range e.b.Complete(e.ctx, refs) {
+					wantNoErr(e, "Complete "+refs[i].ID, err)
+				}
+				e.checkInvariants()
+			}
+			e.advance(leaseFor + time.Second)
+			if ls := e.expired("default"); len(ls) != 0 {
+				e.Fatalf("ExpiredLeases after every task completed = %v, want none", leaseIDs(ls))
+			}
+		}},
+		{"ExtendOneLeaseOfABatch", func(e *env) {
+			// A pull worker extends one task of a batch: the others keep
+			// their deadline and expire at it, the extended one later.
+			for range 3 {
+				e.add("default")
+			}
+			ls := e.fetchN("default", 3)
+			if len(ls) != 3 {
+				e.Fatalf("Fetch = %d leases, want 3", len(ls))
+			}
+			e.advance(20 * time.Second)
+			lost, err := e.b.ExtendLeases(e.ctx, "default", []broker.LeaseRef{ls[1].Ref()}, time.Minute)
+			wantNoErr(e, "ExtendLeases of one lease", err)
+			if len(lost) != 0 {
+				e.Fatalf("ExtendLeases reported %v lost, want none", lost)
+			}
+			wantTime(e, "LeaseDeadline of the extended task", e.wantState("default", ls[1].Msg.ID, base.StateActive).LeaseDeadline, Epoch.Add(20*time.Second+time.Minute))
+			for _, l := range []*broker.Lease{ls[0], ls[2]} {
+				wantTime(e, "LeaseDeadline of another task of the batch", e.wantState("default", l.Msg.ID, base.StateActive).LeaseDeadline, l.Deadline)
+			}
+			e.advance(leaseFor - 20*time.Second + time.Second) // past the batch's deadline
+			wantIDs(e, "recovered at the batch's deadline", sorted(e.recoverAll("default", time.Hour)), sorted([]string{ls[0].Msg.ID, ls[2].Msg.ID}))
+			e.wantState("default", ls[1].Msg.ID, base.StateActive)
+			// Extended again (a heartbeat naming it alone), then it runs
+			// out too.
+			lost, err = e.b.ExtendLeases(e.ctx, "default", []broker.LeaseRef{ls[1].Ref()}, time.Minute)
+			wantNoErr(e, "ExtendLeases of the extended lease", err)
+			if len(lost) != 0 {
+				e.Fatalf("ExtendLeases reported %v lost, want none", lost)
+			}
+			e.advance(time.Minute - time.Second)
+			if ls := e.expired("default"); len(ls) != 0 {
+				e.Fatalf("ExpiredLeases before the extended deadline = %v, want none", leaseIDs(ls))
+			}
+			e.advance(2 * time.Second)
+			wantIDs(e, "recovered at the extended deadline", e.recoverAll("default", time.Hour), msgIDs(ls[1].Msg))
+			wantErrIs(e, "Complete of the recovered task", e.completeErr(ls[1].Ref()), base.ErrLeaseLost)
+		}},
+		{"ExtendEveryLeaseOfABatch", func(e *env) {
+			for range 4 {
+				e.add("default")
+			}
+			ls := e.fetchN("default", 4)
+			e.complete(ls[3].Ref())
+			e.advance(20 * time.Second)
+			refs := []broker.LeaseRef{ls[0].Ref(), ls[1].Ref(), ls[2].Ref()}
+			lost, err := e.b.ExtendLeases(e.ctx, "default", refs, time.Minute)
+			wantNoErr(e, "ExtendLeases", err)
+			if len(lost) != 0 {
+				e.Fatalf("ExtendLeases reported %v lost, want none", lost)
+			}
+			for _, l := range ls[:3] {
+				wantTime(e, "LeaseDeadline after ExtendLeases", e.wantState("default", l.Msg.ID, base.StateActive).LeaseDeadline, Epoch.Add(20*time.Second+time.Minute))
+			}
+			e.advance(time.Minute - time.Second)
+			if ls := e.expired("default"); len(ls) != 0 {
+				e.Fatalf("ExpiredLeases before the extended deadline = %v, want none", leaseIDs(ls))
+			}
+			e.complete(ls[0].Ref())
+			e.advance(2 * time.Second)
+			wantIDs(e, "recovered at the extended deadline", sorted(e.recoverAll("default", time.Hour)), sorted([]string{ls[1].Msg.ID, ls[2].Msg.ID}))
+		}},
+		{"ExpiredLeasesOfABatchPastTheLimit", func(e *env) {
+			// A batch larger than ExpiredLeases' limit is recovered over
+			// several calls, each task once.
+			var want []string
+			for range 7 {
+				want = append(want, e.add("default").ID)
+			}
+			e.fetchN("default", 7)
+			e.advance(leaseFor + time.Second)
+			var got []string
+			for range 4 {
+				ls, err := e.b.ExpiredLeases(e.ctx, "default", 3)
+				wantNoErr(e, "ExpiredLeases", err)
+				if len(ls) > 3 {
+					e.Fatalf("ExpiredLeases limit 3 = %d leases", len(ls))
+				}
+				for _, l := range ls {
+					err := e.b.Retry(e.ctx, broker.RetryParams{Lease: l.Ref(), Delay: time.Hour, ErrMsg: "lease expired", IsFailure: true, RequireExpired: true})
+					wantNoErr(e, "Retry (RequireExpired) of "+l.Msg.ID, err)
+					got = append(got, l.Msg.ID)
+				}
+			}
+			wantIDs(e, "recovered over several calls", sorted(got), sorted(want))
+		}},
+	}
+}
+
+// testOldTokenOfABatchAfterRefetch is testOldTokenAfterRefetch for tasks
+// fetched three in one Fetch, all recovered, one fetched again alone, the
+// others still waiting: op with the token of the first Fetch is refused
+// for it and, once they are fetched again too, for the others.
+func testOldTokenOfABatchAfterRefetch(e *env, op oldTokenOp) {
+	var ids []string
+	for range 3 {
+		m := e.newMsg("default")
+		m.Retention = time.Hour
+		e.enqueue(m)
+		ids = append(ids, m.ID)
+	}
+	old := e.fetchN("default", 3)
+	if len(old) != 3 {
+		e.Fatalf("Fetch = %d leases, want 3", len(old))
+	}
+	e.advance(leaseFor + time.Second)
+	wantIDs(e, "recovered", sorted(e.recoverAll("default", 5*time.Second)), sorted(ids))
+	e.advance(5 * time.Second)
+	e.wantForward(e.forward("default"), 3, false, 0)
+	cur := e.fetchOne("default")
+	oldOf := func(id string) broker.LeaseRef {
+		for _, l := range old {
+			if l.Msg.ID == id {
+				return l.Ref()
+			}
+		}
+		e.Fatalf("task %s was not in the first fetch", id)
+		return broker.LeaseRef{}
+	}
+	op.check(e, oldOf(cur.Msg.ID))
+	ti := e.wantState("default", cur.Msg.ID, base.StateActive)
+	wantTime(e, "LeaseDeadline of the current lease", ti.LeaseDeadline, cur.Deadline)
+	rest := e.fetchN("default", 2)
+	for _, l := range rest {
+		op.check(e, oldOf(l.Msg.ID))
+	}
+	e.complete(cur.Ref())
+	for _, l := range rest {
+		e.complete(l.Ref())
+	}
+}
+
+// sorted returns ids sorted, for comparing sets of IDs.
+func sorted(ids []string) []string {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return out
 }
 
 // wantUntouchedActive fails unless the task m is still active under lease l

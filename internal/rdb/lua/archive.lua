@@ -4,6 +4,7 @@
 -- KEYS[4] archived zset  KEYS[5] task key prefix  KEYS[6] unique lock prefix
 -- KEYS[7] processed counter  KEYS[8] failed counter
 -- KEYS[9] event log (stream)  KEYS[10] pending list (the lanes, lanelib.lua)
+-- KEYS[11] the lease groups' counts  KEYS[12] fetch record prefix
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] lease token
 -- ARGV[4] error message  ARGV[5] '1' requires the lease to have expired
 -- ARGV[6] max archive size  ARGV[7] max archive age ms
@@ -18,13 +19,11 @@ local h = redis.call('HGET', KEYS[3], id)
 if not holds(h, ARGV[3]) then return 0 end
 local now = now_ms(ARGV[1])
 if ARGV[5] == '1' then
-  local d = redis.call('ZSCORE', KEYS[2], id)
-  if not d or tonumber(d) > now then return 0 end
+  local d = lease_deadline(KEYS[2], id, h)
+  if not d or d > now then return 0 end
 end
 local wf = task_get(KEYS[1], 'W', 'N')
-redis.call('ZREM', KEYS[2], id)
-redis.call('HDEL', KEYS[3], id)
-if string.byte(h, -1) == 43 then -- '+': the task may have a key
+if lease_end({KEYS[2], KEYS[3], KEYS[11], KEYS[12]}, id, h) then -- '+': the task may have a key
   local k = redis.call('HGET', KEYS[1], 'k')
   if k and release_key(KEYS[10], k) then redis.call('PUBLISH', ARGV[8], 'r:' .. ARGV[9]) end
 end

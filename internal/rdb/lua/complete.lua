@@ -4,14 +4,20 @@
 -- KEYS[4] task key prefix  KEYS[5] unique lock prefix
 -- KEYS[6] processed counter  KEYS[7] event log (stream)
 -- KEYS[8] pending list (the lanes, lanelib.lua)
+-- KEYS[9] the lease groups' counts  KEYS[10] fetch record prefix
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] events channel
 -- ARGV[3] queue name  ARGV[4] watch grace ms  ARGV[5] event log length
 -- ('0' = off)  ARGV[6] '' (the script writes the log entry's states
 -- there), then the n task IDs ARGV[7..6+n], then their lease tokens
--- ARGV[7+n..6+2n]. The IDs are distinct (rdb.Complete answers a repeated
--- one itself).
+-- ARGV[7+n..6+2n], each '' when it is the token before it (the leases of
+-- one fetch share a token: each is sent and made a Lua string once, and
+-- compared by reference); the first is not ''. The IDs are distinct
+-- (rdb.Complete answers a repeated one itself).
 -- Returns a string of one digit per task: '1' completed, '0' lease lost
 -- (the task is not active, or the token is not its lease's).
+-- A lease of a group (lib.lua) ends without a ZREM: its group's count
+-- falls by the leases of it ended here, once per group and call, and the
+-- group is dropped at 0; a lease with a member of its own loses it.
 -- A watched task publishes d:<queue>:<id> and, without retention, is kept
 -- completed for the watch grace so that its watcher can read it. A task
 -- with a fair-sharing key frees its key's slot; publishes r:<queue> when
@@ -24,7 +30,7 @@ local now = now_ms(ARGV[1])
 local n = (#ARGV - 6) / 2
 -- The IDs are read from ARGV where they are, not copied into a table of
 -- their own: while every lease holds (the usual case), ARGV[7..6+n] is
--- what ZREM, HDEL and the log take.
+-- what HDEL and the log take.
 local held
 if n <= 4000 then
   held = redis.call('HMGET', KEYS[2], unpack(ARGV, 7, 6 + n))
@@ -46,17 +52,40 @@ local nd, nk, ndel = 0, 0, 0
 local dels, wfs, kept = {}, {}, {}
 local nowstr, lastkeep, expiry
 local rejoined = false
+-- The current token and its lease values (lib.lua's lease groups): tok,
+-- tok '+', tok '!', tok '+!'; grouped: its leases without a member of
+-- their own are a group's (not an earlier version's token).
+local tok, tokp, tokx, tokpx, grouped
+-- The groups' counts of leases ended here (token -> n, and in order), and
+-- the IDs whose own member goes.
+local gn, gs, ng, own, no = {}, {}, 0, {}, 0
 for i = 1, n do
   local id = ARGV[6 + i]
   local h = held[i]
-  local tok = ARGV[6 + n + i]
-  if holds(h, tok) then
+  local t = ARGV[6 + n + i]
+  if t ~= '' then
+    tok, tokp, tokx, tokpx = t, t .. '+', t .. '!', t .. '+!'
+    grouped = not string.find(t, '%.%w+$')
+  end
+  if h and tok and (h == tok or h == tokp or h == tokx or h == tokpx) then
     nd = nd + 1
     if done then done[nd] = id end
     if res then res[i] = '1' end
+    if grouped and (h == tok or h == tokp) then
+      local c = gn[tok]
+      if not c then
+        ng = ng + 1
+        gs[ng] = tok
+        c = 0
+      end
+      gn[tok] = c + 1
+    else
+      no = no + 1
+      own[no] = id
+    end
     local tk = KEYS[4] .. id
     local keep = 0
-    if string.byte(h, -1) == 43 then -- '+': the task must be read
+    if h == tokp or h == tokpx then -- '+': the task must be read
       local f = redis.call('HMGET', tk, 'u', 'R', 'w', 'k', 'W', 'N', 'r')
       release_unique(KEYS[5], f[1], id)
       if f[4] and release_key(KEYS[8], f[4]) then rejoined = true end
@@ -99,16 +128,18 @@ end
 if nk > 0 then call_many('ZADD', KEYS[3], kept) end
 if nd > 0 then
   local st = states and table.concat(states) or string.rep('0', nd)
+  if no > 0 then call_many('ZREM', KEYS[1], own) end
+  if ng > 0 then
+    local lk = {KEYS[1], KEYS[2], KEYS[9], KEYS[10]}
+    for j = 1, ng do group_release(lk, gs[j], gn[gs[j]]) end
+  end
   if done then
-    call_many('ZREM', KEYS[1], done)
     call_many('HDEL', KEYS[2], done)
     count(KEYS[6], now, nd)
     log_events(KEYS[7], ARGV[5], ARGV[1], 'd', done, st)
   else
     for a = 7, 6 + n, 4000 do
-      local b = math.min(a + 3999, 6 + n)
-      redis.call('ZREM', KEYS[1], unpack(ARGV, a, b))
-      redis.call('HDEL', KEYS[2], unpack(ARGV, a, b))
+      redis.call('HDEL', KEYS[2], unpack(ARGV, a, math.min(a + 3999, 6 + n)))
     end
     count(KEYS[6], now, nd)
     if ARGV[5] ~= '0' then

@@ -6,6 +6,7 @@
 -- KEYS[7] completed zset  KEYS[8] groups set  KEYS[9] aggregation sets zset
 -- KEYS[10] paused flag  KEYS[11] settings hash  KEYS[12] processed counter
 -- KEYS[13] failed counter  KEYS[14] event log (stream)  KEYS[15] waiting zset
+-- KEYS[16] the lease groups' counts
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] '1' to delete tasks too (force)
 -- Returns -1 when the queue holds tasks and ARGV[2] is not '1', -2 when it
 -- holds active tasks, 0 when it held no task and every key of it is
@@ -28,6 +29,7 @@ for d = today - 91, today + 1 do
   dels[#dels + 1] = KEYS[13] .. ':' .. istr(d)
 end
 for i = 8, 14 do dels[#dels + 1] = KEYS[i] end
+dels[#dels + 1] = KEYS[16]
 for _, s in ipairs({':keys', ':ring', ':wait', ':held'}) do dels[#dels + 1] = KEYS[1] .. s end
 redis.call('DEL', unpack(dels))
 return 0

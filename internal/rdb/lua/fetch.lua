@@ -1,93 +1,99 @@
 -- fetch.lua: moves up to ARGV[2] pending tasks to active and grants each a
--- lease with a fresh token, within the queue's settings: the highest
--- priority first, oldest first within one; at priority 0, while tasks with
--- a fair-sharing key are pending, the lanes in turn within each key's
--- limits (lanelib.lua, broker.Broker.Fetch's doc).
+-- lease, within the queue's settings: the highest priority first, oldest
+-- first within one; at priority 0, while tasks with a fair-sharing key are
+-- pending, the lanes in turn within each key's limits (lanelib.lua,
+-- broker.Broker.Fetch's doc).
 -- KEYS[1] pending list  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] paused flag   KEYS[5] task key prefix  KEYS[6] settings hash
 -- KEYS[7] event log (stream)  KEYS[8] this fetch's record (a string)
+-- KEYS[9] the lease groups' counts (a hash)
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] max tasks  ARGV[3] lease ms
--- ARGV[4] token prefix ("<server ID>/<random>.", from the caller)
+-- ARGV[4] the fetch's token P ("<server ID>/<random>", from the caller)
 -- ARGV[5] event log length ('0' = off)
 -- ARGV[6] '1' when ARGV[4] is used again (its record is then read)
 -- Returns {} when the queue is paused or empty; {-1, retry-in ms} when the
 -- settings (max concurrency, rate limit, the keys' limits) allow no task
--- now; else {deadline ms, lease ms, form, then each task: id, m when it
--- has neither n, e nor f (a plain task: the common case), else 0, id, m,
--- n, e, f (an absent field false)}. The i-th task's token is ARGV[4] .. i
--- (i in base 62, lib.lua's short), which the caller makes itself: the
--- reply does not carry it when form is 0. A call again (below) answers
--- form 1, or 2 when it leaves tasks for the next, and each task's token
--- after its ID (id, token, m; 0, id, token, m, n, e, f): its numbers have
--- gaps. The leases hash stores the token with '+' appended when the task
--- has a unique key, a retention or a fair-sharing key, is watched or is a
--- workflow task (Complete must read it).
--- The record (KEYS[8], named after ARGV[4]) holds a first line (the
--- states of the log entry, ignored) and then the IDs this fetch leased,
--- one a line, for the lease's duration: the same string as the started
--- entry of the event log, made once. A call again with the same prefix
--- and ARGV[6] '1' (rdb.Fetch's, after an error that may hide a reply)
--- answers the tasks of the record whose lease that prefix still holds,
--- their deadlines renewed, and leases no new task; when it holds none, the
--- record is dropped and the call leases afresh. When it holds more than
--- ARGV[2], it answers ARGV[2] of them with form 2, and the record keeps
--- the others only (an empty line for each handed out, so that the numbers
--- stay).
+-- now; {-2, 0} when a call again has nothing to answer (the caller then
+-- fetches with a new token); else {deadline ms, lease ms, form, then each
+-- task: id, m when it has neither n, e nor f (a plain task: the common
+-- case), else 0, id, m, n, e, f (an absent field false)}. Every lease of
+-- one call has the token P (a task is leased at most once per fetch, so
+-- that queue, ID and token name one lease), which the reply does not
+-- repeat. form is 0 for a fetch, 1 for a call again (below), 2 for a call
+-- again that leaves tasks for the next. The leases hash stores P, or P ..
+-- '+' when the task has a unique key, a retention or a fair-sharing key,
+-- is watched or is a workflow task (Complete must read it).
+-- The leases of one fetch are a lease group (lib.lua): one member of the
+-- active zset, GROUP .. P, scored by their deadline; KEYS[9] holds P ->
+-- the number of leases; the record (KEYS[8], named after P) holds a first
+-- line (the states of the log entry, or '@k' below) and then the group's
+-- IDs, one a line, until the group is done (no expiry): the same string
+-- as the started entry of the event log, made once. A call again with the
+-- same token and ARGV[6] '1' (rdb.Fetch's, after an error that may hide a
+-- reply) answers the tasks of the record that P still holds (the group's,
+-- without a member of their own), the group's deadline renewed, and
+-- leases no new task. When they are more than ARGV[2], it answers ARGV[2]
+-- of them with form 2, and the record's first line becomes '@k', k the
+-- IDs handed out, which the next call again skips.
 -- An ID without a task (never written by these scripts) is dropped
 -- from pending. The tasks' starts are logged in one entry (lib.lua's log_entry).
 -- Settings (hash fields, settings.lua writes them): mc max concurrency,
 -- rl rate (tasks/s), rb burst, ld lease ms; tk, tt the rate limit's token
 -- bucket (tokens at time tt ms); pl, kk, kc, kr, kb the lanes' marks and
 -- the keys' limits (lanelib.lua).
-local rec = ARGV[6] == '1' and redis.call('GET', KEYS[8])
-if rec then
+if ARGV[6] == '1' then
+  local rec = redis.call('GET', KEYS[8])
+  if not rec then return {-2, 0} end
   local t = now_ms(ARGV[1])
   local ld = tonumber(redis.call('HGET', KEYS[6], 'ld') or ARGV[3])
   local dl = istr(t + ld)
   local out = {t + ld, ld, 1}
   local room = tonumber(ARGV[2])
-  local rest, left = {''}, false
-  local i = -1 -- the first line holds no ID
+  local lines, nl, skip, stop = {}, 0, 0, nil
+  local tok, tokp = ARGV[4], ARGV[4] .. '+'
   for id in string.gmatch(rec .. '\n', '([^\n]*)\n') do
-    i = i + 1
-    local tok = i > 0 and ARGV[4] .. short(i)
-    local h = i > 0 and id ~= '' and redis.call('HGET', KEYS[3], id)
-    if h and (h == tok or h == tok .. '+') then
-      rest[i + 1] = ''
-      local f = task_get(KEYS[5] .. id, 'm', 'n', 'e', 'f')
-      if f[1] and room == 0 then
-        rest[i + 1], left = id, true
-      elseif f[1] then
-        room = room - 1
-        redis.call('ZADD', KEYS[2], 'XX', dl, id)
-        local full = f[2] or f[3] or f[4] -- not a plain task
-        if full then out[#out + 1] = 0 end
-        out[#out + 1] = id
-        out[#out + 1] = tok
-        out[#out + 1] = f[1]
-        if full then
-          for j = 2, 4 do out[#out + 1] = f[j] end
+    nl = nl + 1
+    lines[nl] = id
+    if nl == 1 then
+      -- '@k': a call again handed out the first k IDs already.
+      if string.byte(id, 1) == 64 then skip = tonumber(string.sub(id, 2)) end
+    elseif nl - 1 > skip and not stop and id ~= '' then
+      local h = redis.call('HGET', KEYS[3], id)
+      if h and (h == tok or h == tokp) then
+        local f = task_get(KEYS[5] .. id, 'm', 'n', 'e', 'f')
+        if f[1] and room == 0 then
+          stop = nl - 2 -- the IDs handed out: those before this one
+        elseif f[1] then
+          room = room - 1
+          local full = f[2] or f[3] or f[4] -- not a plain task
+          if full then out[#out + 1] = 0 end
+          out[#out + 1] = id
+          out[#out + 1] = f[1]
+          if full then
+            for j = 2, 4 do out[#out + 1] = f[j] end
+          end
         end
       end
-    elseif i > 0 then
-      rest[i + 1] = ''
     end
   end
   if #out > 3 then
-    if left then
-      redis.call('SET', KEYS[8], table.concat(rest, '\n'), 'PX', ld)
+    redis.call('ZADD', KEYS[2], 'XX', dl, GROUP .. tok)
+    if stop then
+      lines[1] = '@' .. istr(stop)
+      redis.call('SET', KEYS[8], table.concat(lines, '\n'))
       out[3] = 2
-    else
-      redis.call('PEXPIRE', KEYS[8], ld)
     end
     return out
   end
-  redis.call('DEL', KEYS[8])
+  -- Nothing left to answer: the caller leases afresh with a new token.
+  if tonumber(redis.call('HGET', KEYS[9], tok) or '0') <= 0 then
+    redis.call('ZREM', KEYS[2], GROUP .. tok)
+    redis.call('DEL', KEYS[8])
+    redis.call('HDEL', KEYS[9], tok)
+  end
+  return {-2, 0}
 end
 if redis.call('EXISTS', KEYS[4]) == 1 then return {} end
--- WIDE_MEMBER: 72 bytes, a control character first (see the ZADD below);
--- a constant, made once when the script is loaded.
-local WIDE_MEMBER = '\1htq: a member that makes the active zset a skiplist, which no ID can be'
 local max = tonumber(ARGV[2])
 local lease = tonumber(ARGV[3])
 local cfg = redis.call('HMGET', KEYS[6], 'mc', 'rl', 'rb', 'ld', 'tk', 'tt', 'pl', 'kk', 'kc', 'kr', 'kb')
@@ -235,11 +241,12 @@ local deadline = now + lease
 local dl = istr(deadline) -- a number argument would be formatted once per task
 local out = {deadline, lease, 0}
 local no = 3 -- #out, kept here: # costs a search per use
-local zadd, lset = {}, {}
+local lset = {}
 -- lg: the started entry of the event log and the record, one string made
 -- once: the states first (set below), then the IDs.
 local lg = {''}
 local n = 0
+local tokp -- ARGV[4] .. '+', made once when a task needs it
 -- One MGET reads the tasks in the string form (lib.lua's task_get): it
 -- answers nil for a hash, or no key, which HGETALL then reads (a task hash
 -- holds few fields, and one argument costs Redis less than naming eight
@@ -272,11 +279,11 @@ for i, id in ipairs(ids) do
   end
   if m then
     n = n + 1
-    local tok = ARGV[4] .. short(n)
-    local h = tok
-    if read or held[id] then h = tok .. '+' end
-    zadd[2 * n - 1] = dl
-    zadd[2 * n] = id
+    local h = ARGV[4]
+    if read or held[id] then
+      tokp = tokp or ARGV[4] .. '+'
+      h = tokp
+    end
     lset[2 * n - 1] = id
     lset[2 * n] = h
     lg[n + 1] = id
@@ -298,23 +305,20 @@ for i, id in ipairs(ids) do
   end
 end
 if n > 0 then
-  -- A new active zset is made a skiplist at once (docs/redis-layout.md):
-  -- a member longer than zset-max-listpack-value (64 bytes by default)
-  -- converts it, and Redis does not convert it back when that member
-  -- goes. As a listpack, which Redis keeps up to 128 members, every ZADD
-  -- and ZREM scans and moves the whole zset: ZADD cost 5-6 us per task
-  -- with 64 to 128 tasks active. The member begins with a control
-  -- character, which no task ID holds, and is gone before the script
-  -- ends.
-  local wide = redis.call('EXISTS', KEYS[2]) == 0
-  if wide then redis.call('ZADD', KEYS[2], 0, WIDE_MEMBER) end
-  call_many('ZADD', KEYS[2], zadd)
-  if wide then redis.call('ZREM', KEYS[2], WIDE_MEMBER) end
+  -- One member of the active zset for the batch, its group's (lib.lua):
+  -- 66 bytes or more (a control character, then the token), longer than
+  -- zset-max-listpack-value (64 by default), so that a new active zset is
+  -- a skiplist at once (docs/redis-layout.md). As a listpack, which Redis
+  -- keeps up to 128 members, every ZADD and ZREM scans and moves the
+  -- whole zset.
+  redis.call('ZADD', KEYS[2], dl, GROUP .. ARGV[4])
+  redis.call('HSET', KEYS[9], ARGV[4], n)
   call_many('HSET', KEYS[3], lset)
   lg[1] = string.rep('1', n)
   local body = table.concat(lg, '\n')
   if ARGV[5] ~= '0' then log_entry(KEYS[7], ARGV[5], ARGV[1], 's', body, '') end
-  redis.call('SET', KEYS[8], body, 'PX', lease)
+  -- The group's record, which lives as long as the group (no expiry).
+  redis.call('SET', KEYS[8], body)
 end
 if tokens then
   redis.call('HSET', KEYS[6], 'tk', string.format('%.17g', tokens - n), 'tt', istr(now))

@@ -4,17 +4,19 @@
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID
 -- Returns false when there is no such task, else
 -- {m, s, n, e, f, r, c, score or false, now ms} where score is the lease
--- deadline (active) or the due time (scheduled, retry).
+-- deadline (active: its own member's score, else its lease group's,
+-- lib.lua) or the due time (scheduled, retry).
 local f = task_get(KEYS[1], 'm', 's', 'n', 'e', 'f', 'r', 'c')
 if not f[1] then return false end
-if redis.call('HEXISTS', KEYS[5], ARGV[2]) == 1 then
+local held = redis.call('HGET', KEYS[5], ARGV[2])
+if held then
   f[2] = '1'
 elseif not f[2] then
   f[2] = '2'
 end
 local score = false
 if f[2] == '1' then
-  score = redis.call('ZSCORE', KEYS[2], ARGV[2])
+  score = lease_score(KEYS[2], ARGV[2], held) or false
 elseif f[2] == '3' then
   score = redis.call('ZSCORE', KEYS[3], ARGV[2])
 elseif f[2] == '4' then

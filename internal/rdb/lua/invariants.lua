@@ -6,6 +6,7 @@
 -- KEYS[10] leases hash  KEYS[11] aggregation sets zset
 -- KEYS[12] aggregation set prefix (hashes; fields "i:<id>" are its tasks)
 -- KEYS[13] settings hash  KEYS[14] waiting zset
+-- KEYS[15] the lease groups' counts  KEYS[16] fetch record prefix
 -- ARGV[1] glob matching every task key of the queue (not a key: escaping
 -- can change its hash tag)
 -- Returns a list of violations (strings); empty when consistent.
@@ -30,8 +31,53 @@ for _, l in ipairs(pending_lists(KEYS[2])) do
 end
 local zsets = {{KEYS[3], 'active', '1'}, {KEYS[4], 'scheduled', '3'}, {KEYS[5], 'retry', '4'},
   {KEYS[6], 'archived', '5'}, {KEYS[7], 'completed', '6'}, {KEYS[14], 'waiting', '8'}}
+local gz = {} -- the lease groups' members of the active zset: token -> true
 for _, z in ipairs(zsets) do
-  for _, id in ipairs(redis.call('ZRANGE', z[1], 0, -1)) do add(id, z[2], z[3]) end
+  for _, id in ipairs(redis.call('ZRANGE', z[1], 0, -1)) do
+    if z[3] == '1' and string.byte(id, 1) == 2 then
+      gz[string.sub(id, 2)] = true
+    else
+      add(id, z[2], z[3])
+    end
+  end
+end
+-- The lease groups (lib.lua): a lease without a member of its own is in
+-- its group (which must be in the active zset, list the task in its
+-- record and count it); the counts hash counts exactly those.
+local gn, grec = {}, {}
+local lh = redis.call('HGETALL', KEYS[10])
+for i = 1, #lh, 2 do
+  local id, tok, _, own = lh[i], lease_parse(lh[i + 1])
+  if not own then
+    gn[tok] = (gn[tok] or 0) + 1
+    add(id, 'lease group ' .. tok, '1')
+    if not gz[tok] then bad[#bad + 1] = 'lease of ' .. id .. ': its group ' .. tok .. ' has no member in the active zset' end
+    if grec[tok] == nil then
+      grec[tok] = {}
+      local rec = redis.call('GET', KEYS[16] .. tok)
+      if not rec then
+        bad[#bad + 1] = 'lease group ' .. tok .. ' has no record'
+      else
+        local first = true -- the first line holds no ID (fetch.lua)
+        for l in string.gmatch(rec, '[^\n]+') do
+          if first then first = false else grec[tok][l] = true end
+        end
+      end
+    end
+    if not grec[tok][id] then bad[#bad + 1] = 'lease of ' .. id .. ': its group ' .. tok .. "'s record does not list it" end
+  end
+end
+local ch = redis.call('HGETALL', KEYS[15])
+local counted = {}
+for i = 1, #ch, 2 do
+  counted[ch[i]] = true
+  if tonumber(ch[i + 1]) ~= (gn[ch[i]] or 0) then
+    bad[#bad + 1] = 'lease group ' .. ch[i] .. ' counts ' .. ch[i + 1] .. ' leases, it governs ' .. (gn[ch[i]] or 0)
+  end
+  if not gz[ch[i]] then bad[#bad + 1] = 'lease group ' .. ch[i] .. ' is counted but has no member in the active zset' end
+end
+for tok in pairs(gz) do
+  if not counted[tok] then bad[#bad + 1] = 'lease group ' .. tok .. ' is in the active zset but has no count' end
 end
 for _, g in ipairs(redis.call('SMEMBERS', KEYS[8])) do
   local ids = redis.call('ZRANGE', KEYS[9] .. g, 0, -1)
@@ -91,7 +137,7 @@ for _, key in ipairs(redis.call('KEYS', ARGV[1])) do
   end
   if f[1] == '1' then
     if not f[2] or f[2] == '' then bad[#bad + 1] = 'active task ' .. id .. ' has no lease token' end
-    if not redis.call('ZSCORE', KEYS[3], id) then bad[#bad + 1] = 'active task ' .. id .. ' has no active-zset entry' end
+    if not where[id] then bad[#bad + 1] = 'active task ' .. id .. ' has no active-zset entry' end
   elseif f[2] then
     bad[#bad + 1] = 'task ' .. id .. ' in state ' .. tostring(f[1]) .. ' has a lease token'
   end

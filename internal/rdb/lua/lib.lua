@@ -9,9 +9,10 @@
 -- A task is active exactly when the queue's leases hash (ID -> lease
 -- token) holds its ID; its s field is then left as it was while the task
 -- was pending, so that Fetch writes no task field and Complete checks a
--- whole batch of tokens with one HMGET. A token is
--- "<server ID>/<random>.<n>" (n in base 62); the leases hash stores it
--- with '+' appended when Complete must read the task (it has a unique key
+-- whole batch of tokens with one HMGET. A token is "<server ID>/<random>",
+-- one per fetch, shared by the leases that fetch granted (an earlier
+-- version's "<server ID>/<random>.<n>", one per task, is read the same
+-- way); the leases hash stores it with '+' appended when Complete must read the task (it has a unique key
 -- or a retention, is watched, or is a workflow task).
 
 -- now_ms returns the time in ms: arg when the caller passed one (tests with
@@ -93,22 +94,6 @@ local function istr(x)
   return string.format('%d', x)
 end
 
--- short formats a positive integer in base 62: shorter than istr, and
--- without the formatting of a number, which costs Redis more than the
--- concatenations.
-local digits62 = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'
-local function short(x)
-  local d = x % 62
-  local s = string.sub(digits62, d + 1, d + 1)
-  x = (x - d) / 62
-  while x > 0 do
-    d = x % 62
-    s = string.sub(digits62, d + 1, d + 1) .. s
-    x = (x - d) / 62
-  end
-  return s
-end
-
 -- release_unique deletes the uniqueness lock uprefix..ukey if it still
 -- belongs to task id (its value is "<expiry ms>:<id>").
 local function release_unique(uprefix, ukey, id)
@@ -145,10 +130,88 @@ local function call_many(cmd, key, args)
   end
 end
 
--- holds tells whether held, a value of the leases hash, is token tok.
+-- Lease groups (docs/redis-layout.md, "Lease groups"). The leases of one
+-- fetch share its token P, and their deadline is one member of the active
+-- zset, GROUP .. P, scored by it, instead of one member per task; the
+-- counts hash holds P -> how many leases the group still governs, and
+-- the fetch record (record prefix .. P) lists the group's IDs. A lease
+-- has its own member (its ID, as before groups) when its value ends with
+-- '!' (a task extended alone) or its token is an earlier version's
+-- ("<server ID>/<random>.<n>": '.' and base-62 digits at the end).
+-- lk, the keys these helpers take: {active zset, leases hash, counts
+-- hash, record prefix}.
+local GROUP = '\2'
+
+-- lease_parse splits held, a value of the leases hash, into its token,
+-- whether Complete must read the task ('+'), and whether the lease has a
+-- member of its own in the active zset.
+local function lease_parse(held)
+  local own = string.byte(held, -1) == 33 -- '!'
+  if own then held = string.sub(held, 1, -2) end
+  local read = string.byte(held, -1) == 43 -- '+'
+  if read then held = string.sub(held, 1, -2) end
+  if not own and string.find(held, '%.%w+$') then own = true end
+  return held, read, own
+end
+
+-- holds tells whether held, a value of the leases hash, is token tok's.
 local function holds(held, tok)
   if not held or tok == '' then return false end
-  return held == tok or held == tok .. '+'
+  return (lease_parse(held)) == tok
+end
+
+-- lease_read tells whether held, a value of the leases hash, marks a task
+-- Complete must read; lease_readable returns held so marked.
+local function lease_read(held)
+  local _, read = lease_parse(held)
+  return read
+end
+local function lease_readable(held)
+  local tok, read, own = lease_parse(held)
+  if read then return held end
+  if string.byte(held, -1) == 33 then return tok .. '+!' end
+  return held .. '+'
+end
+
+-- lease_score returns the deadline (ms, ZSCORE's string) of the lease
+-- held of task id: its own member's score, else its group's; nil when
+-- neither is there. lease_deadline returns it as a number.
+local function lease_score(active, id, held)
+  local tok, _, own = lease_parse(held)
+  return redis.call('ZSCORE', active, own and id or GROUP .. tok) or nil
+end
+local function lease_deadline(active, id, held)
+  local d = lease_score(active, id, held)
+  return d and tonumber(d)
+end
+
+-- group_drop deletes group tok: its member, its record and its count.
+local function group_drop(lk, tok)
+  redis.call('ZREM', lk[1], GROUP .. tok)
+  redis.call('DEL', lk[4] .. tok)
+  redis.call('HDEL', lk[3], tok)
+end
+
+-- group_release counts n leases of group tok ended; the group is dropped
+-- once it governs none. Called exactly once per lease whose value is tok
+-- or tok .. '+' (no member of its own) when that lease ends or gets a
+-- member of its own: never twice for one lease, or a group still holding
+-- tasks would be dropped and those tasks never recovered.
+local function group_release(lk, tok, n)
+  if redis.call('HINCRBY', lk[3], tok, -n) <= 0 then group_drop(lk, tok) end
+end
+
+-- lease_end ends the lease held of task id (HDEL; its own member, or its
+-- group's count) and tells whether Complete would read the task.
+local function lease_end(lk, id, held)
+  local tok, read, own = lease_parse(held)
+  redis.call('HDEL', lk[2], id)
+  if own then
+    redis.call('ZREM', lk[1], id)
+  else
+    group_release(lk, tok, 1)
+  end
+  return read
 end
 
 -- trim_archive deletes the archived tasks (hashes and unique locks) older

@@ -3,7 +3,8 @@
 -- its lease ends.
 -- KEYS[1] task key  KEYS[2] active zset
 -- KEYS[3] leases hash  KEYS[4] pending list  KEYS[5] event log (stream)
--- KEYS[6] settings hash
+-- KEYS[6] settings hash  KEYS[7] the lease groups' counts
+-- KEYS[8] fetch record prefix
 -- ARGV[1] task ID  ARGV[2] lease token  ARGV[3] events channel
 -- ARGV[4] queue name  ARGV[5] now ms ('' = Redis TIME)
 -- ARGV[6] event log length ('0' = off)
@@ -13,9 +14,9 @@
 -- as retried
 -- (log_event).
 local id = ARGV[1]
-if not holds(redis.call('HGET', KEYS[3], id), ARGV[2]) then return 0 end
-redis.call('ZREM', KEYS[2], id)
-redis.call('HDEL', KEYS[3], id)
+local h = redis.call('HGET', KEYS[3], id)
+if not holds(h, ARGV[2]) then return 0 end
+lease_end({KEYS[2], KEYS[3], KEYS[7], KEYS[8]}, id, h)
 task_hash(KEYS[1])
 redis.call('HSET', KEYS[1], 'p', istr(now_ms(ARGV[5])))
 local f = redis.call('HMGET', KEYS[1], 'P', 'k')

@@ -2,6 +2,7 @@
 -- KEYS[1] task key  KEYS[2] active zset  KEYS[3] leases hash
 -- KEYS[4] retry zset  KEYS[5] processed counter  KEYS[6] failed counter
 -- KEYS[7] event log (stream)  KEYS[8] pending list (the lanes, lanelib.lua)
+-- KEYS[9] the lease groups' counts  KEYS[10] fetch record prefix
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID  ARGV[3] lease token
 -- ARGV[4] delay ms  ARGV[5] error message  ARGV[6] '1' is a failure: it
 -- counts in Retried and the failed counters
@@ -19,14 +20,12 @@ local h = redis.call('HGET', KEYS[3], id)
 if not holds(h, ARGV[3]) then return 0 end
 local now = now_ms(ARGV[1])
 if ARGV[7] == '1' then
-  local d = redis.call('ZSCORE', KEYS[2], id)
-  if not d or tonumber(d) > now then return 0 end
+  local d = lease_deadline(KEYS[2], id, h)
+  if not d or d > now then return 0 end
 end
 local wk = task_get(KEYS[1], 'W')[1]
 if wk and redis.call('HGET', wk, 'x') == '1' then return 2 end
-redis.call('ZREM', KEYS[2], id)
-redis.call('HDEL', KEYS[3], id)
-if string.byte(h, -1) == 43 then -- '+': the task may have a key
+if lease_end({KEYS[2], KEYS[3], KEYS[9], KEYS[10]}, id, h) then -- '+': the task may have a key
   local k = redis.call('HGET', KEYS[1], 'k')
   if k and release_key(KEYS[8], k) then redis.call('PUBLISH', ARGV[8], 'r:' .. ARGV[9]) end
 end

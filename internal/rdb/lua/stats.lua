@@ -79,7 +79,8 @@ if samples > 0 then
   sample(head)
   sample(redis.call('LINDEX', KEYS[1], 0))
   for i = 4, 7 do sample(redis.call('ZRANGE', KEYS[i], 0, 0)[1]) end
-  sample(redis.call('ZRANGE', KEYS[2], 0, 0)[1])
+  local a = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if a and string.byte(a, 1) ~= 2 then sample(a) end -- a lease group's member names no task
   local sum, n = 0, 0
   for _, id in ipairs(ids) do
     local u = redis.call('MEMORY', 'USAGE', KEYS[16] .. id)

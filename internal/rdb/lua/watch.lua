@@ -6,7 +6,8 @@
 -- KEYS[4] retry zset  KEYS[5] leases hash
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] task ID
 -- Returns false when there is no such task, else {m, s, n, e, f, r, c,
--- score or false, now ms} as info.lua, with s the state digit (1 active,
+-- score or false, now ms} as info.lua (an active task's score is its
+-- lease's deadline, lib.lua's lease_deadline), with s the state digit (1 active,
 -- 2 pending).
 local id = ARGV[2]
 local f = task_get(KEYS[1], 'm', 's', 'n', 'e', 'f', 'r', 'c')
@@ -20,13 +21,13 @@ end
 if f[2] ~= '5' and f[2] ~= '6' then
   task_hash(KEYS[1])
   redis.call('HSET', KEYS[1], 'w', '1')
-  if held and string.byte(held, -1) ~= 43 then
-    redis.call('HSET', KEYS[5], id, held .. '+')
+  if held and not lease_read(held) then
+    redis.call('HSET', KEYS[5], id, lease_readable(held))
   end
 end
 local score = false
 if f[2] == '1' then
-  score = redis.call('ZSCORE', KEYS[2], id)
+  score = lease_score(KEYS[2], id, held) or false
 elseif f[2] == '3' then
   score = redis.call('ZSCORE', KEYS[3], id)
 elseif f[2] == '4' then
