@@ -8,7 +8,7 @@
 # within a pair is the figure to read. Prints one line per build and pair (with the process's peak
 # resident memory, hwm_kb, after its 66,000 requests), and the medians.
 #
-#   bench/serve/cpu-ab-paired.sh before=/tmp/htq-before after=/tmp/htq-after
+#   bench/serve/cpu-ab-paired.sh before=$D/htq-before after=$D/htq-after
 #
 # REPS (5) pairs per backend, N (20000) requests per measurement, BACKENDS ("file redis"). The two
 # builds swap sides (which starts first, whose output is read first) every repetition.

@@ -6,7 +6,7 @@
 # every repetition), plus a request refused at once (HTQ's addTask with a target the guard refuses,
 # which touches no storage). Prints one line per run and the medians.
 #
-#   bench/serve/cpu-ab.sh before=/tmp/htq-before after=/tmp/htq-after
+#   bench/serve/cpu-ab.sh before=$D/htq-before after=$D/htq-after
 #
 # Run it in the project checkout (it finds the load tools in ../shared/bench/httpload). REPS (3)
 # repetitions, N (20000) requests per measurement, BACKENDS ("file redis").
