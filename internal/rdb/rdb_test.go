@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
+	"github.com/htqueue/htq/internal/redistest"
 )
 
 var epoch = time.Date(2031, time.March, 14, 15, 9, 26, 0, time.UTC)
@@ -635,6 +637,52 @@ func TestScriptsCompile(t *testing.T) {
 	b := newTestBroker(t, nil)
 	if err := b.loadScripts(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOpenLoadsOnlyMissingScripts checks that Open loads the scripts a
+// Redis does not hold yet, and no others: a SCRIPT LOAD of a cached script
+// still costs Redis a SHA-1 of its whole source.
+func TestOpenLoadsOnlyMissingScripts(t *testing.T) {
+	rs := redistest.Start(t)
+	all := len(allScripts) + len(adminScripts) + len(workflowScripts)
+	loads := func() int {
+		t.Helper()
+		b := openThrough(t, rs.Addr)
+		st, err := b.c.Do(t.Context(), b.c.B().Info().Section("commandstats").Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(st, "cmdstat_script|load:calls=")
+		if !ok {
+			return 0
+		}
+		n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.c.Do(t.Context(), b.c.B().ConfigResetstat().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := loads(); n != all {
+		t.Errorf("first Open on an empty Redis: %d SCRIPT LOADs, want %d", n, all)
+	}
+	if n := loads(); n != 0 {
+		t.Errorf("Open with every script cached: %d SCRIPT LOADs, want 0", n)
+	}
+	b := openThrough(t, rs.Addr)
+	if err := b.c.Do(t.Context(), b.c.B().ScriptFlush().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if n := loads(); n != all {
+		t.Errorf("Open after SCRIPT FLUSH: %d SCRIPT LOADs, want %d", n, all)
+	}
+	// The scripts run after all that.
+	mustEnqueue(t, b, msg("q", "a"), time.Time{})
+	if got := mustFetch(t, b, "q", 1); len(got) != 1 {
+		t.Fatalf("Fetch: %d tasks, want 1", len(got))
 	}
 }
 

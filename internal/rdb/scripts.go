@@ -124,15 +124,32 @@ func (b *Broker) run(ctx context.Context, c call) rueidis.RedisResult {
 	return r
 }
 
-// loadScripts loads every script (allScripts and adminScripts) into the
-// script cache of every node, in one pipeline per node, so that EVALSHA
-// finds them.
+// loadScripts makes sure every script (allScripts and adminScripts) is in
+// the script cache of every node, so that EVALSHA finds them: one SCRIPT
+// EXISTS per node, then the missing ones loaded in one pipeline. Loading
+// a script Redis already holds still costs it a SHA-1 of the whole source
+// (~20 KB with the libraries, ~800 KB for all of them): every Open did so,
+// a Server's start inside a benchmark's window included
+// (docs/performance.md).
 func (b *Broker) loadScripts(ctx context.Context) error {
 	scripts := slices.Concat(allScripts, adminScripts, workflowScripts)
+	shas := make([]string, len(scripts))
+	for i, s := range scripts {
+		shas[i] = s.sha
+	}
 	for addr, n := range b.c.Nodes() {
-		cmds := make([]rueidis.Completed, len(scripts))
+		have, err := b.nodeDoMulti(ctx, n, n.B().ScriptExists().Sha1(shas...).Build())[0].AsIntSlice()
+		if err != nil || len(have) != len(scripts) {
+			have = nil // unknown: load them all
+		}
+		var cmds []rueidis.Completed
 		for i, s := range scripts {
-			cmds[i] = n.B().ScriptLoad().Script(s.src).Build()
+			if have == nil || have[i] != 1 {
+				cmds = append(cmds, n.B().ScriptLoad().Script(s.src).Build())
+			}
+		}
+		if len(cmds) == 0 {
+			continue
 		}
 		for _, r := range b.nodeDoMulti(ctx, n, cmds...) {
 			if err := r.Error(); err != nil {
