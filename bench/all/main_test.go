@@ -26,14 +26,7 @@ func TestTable(t *testing.T) {
 		`{"impl":"river-sqlite","scenario":"enqueue","variant":"conc","tasks_per_s":2400}`,
 		`{"scenario":"serve-request-cpu","request":"v1","backend":"redis","serve_cpu_us_per_unit":50}`,
 	}, "\n")
-	path := filepath.Join(t.TempDir(), "raw.jsonl")
-	if err := os.WriteFile(path, []byte(raw), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	lines, err := readLines(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := readFixture(t, raw)
 	got := map[string]result{}
 	for _, r := range measure(rows(), lines) {
 		got[r.Group+" | "+r.Figure] = r
@@ -123,14 +116,7 @@ func TestRequestRowsBesideTheFloor(t *testing.T) {
 		req("floor", "floor", "v1", 4, 100),
 		req("htq-serve", "file", "refused", 1, 36),
 	}, "\n")
-	path := filepath.Join(t.TempDir(), "raw.jsonl")
-	if err := os.WriteFile(path, []byte(raw), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	lines, err := readLines(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := readFixture(t, raw)
 	got := map[string]result{}
 	for _, r := range measure(rows(), lines) {
 		got[r.Figure] = r
@@ -170,4 +156,18 @@ func TestRequestRowsBesideTheFloor(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
 	}
+}
+
+// readFixture reads raw JSON lines through a file, as benchtable does.
+func readFixture(t *testing.T, raw string) []line {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "raw.jsonl")
+	if err := os.WriteFile(path, []byte(raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := readLines(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
 }
