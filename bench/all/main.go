@@ -1,9 +1,15 @@
 // Command benchtable turns the raw JSON lines of one `make bench` run
 // (bench/all/run.sh: bench/peer's htq, htq-file and asynq lines, bench/river's
-// River-on-SQLite lines, bench/serve's request-cpu lines) into one table of
-// medians and ratios, each figure beside its peer measured in the same run
-// and beside the goal issue 12 sets for it. It prints the table as Markdown
-// and writes one JSON line per row.
+// River-on-SQLite lines, bench/serve's request-cpu lines of htq serve and of
+// the net/http floor) into one table of medians and ratios, each figure
+// beside its peer measured in the same run and beside the goal issue 12 sets
+// for it. It prints the table as Markdown and writes one JSON line per row.
+//
+// htq serve's request rows have the floor (bench/serve/floor, measured by
+// turns with htq serve in every repetition) as their peer: their ratio is
+// the median of the repetitions' own ratios, and a row below each gives
+// htq serve's µs above the floor (the median of the repetitions'
+// differences), what htq itself spends per request.
 //
 //	benchtable -out rows.jsonl -md table.md -note "QUICK, 1 repetition" raw1.jsonl raw2.jsonl …
 package main
@@ -78,24 +84,25 @@ func perTask(cpu, count string) func(line) (float64, bool) {
 
 // goal is one of issue 12's targets for a row.
 type goal struct {
-	text string
-	met  func(htq, ratio float64) bool
+	text      string
+	usesRatio bool // judged on htq / peer, so not without the peer's figure
+	met       func(htq, ratio float64) bool
 }
 
 func ratioAtLeast(x float64) goal {
-	return goal{fmt.Sprintf("≥ %g× the peer", x), func(_, r float64) bool { return r >= x }}
+	return goal{fmt.Sprintf("≥ %g× the peer", x), true, func(_, r float64) bool { return r >= x }}
 }
 
 func ratioAtMost(x float64) goal {
-	return goal{fmt.Sprintf("≤ %g× the peer", x), func(_, r float64) bool { return r > 0 && r <= x }}
+	return goal{fmt.Sprintf("≤ %g× the peer", x), true, func(_, r float64) bool { return r > 0 && r <= x }}
 }
 
 func atLeast(x float64, unit string) goal {
-	return goal{fmt.Sprintf("≥ %s %s", group3(x), unit), func(v, _ float64) bool { return v >= x }}
+	return goal{fmt.Sprintf("≥ %s %s", group3(x), unit), false, func(v, _ float64) bool { return v >= x }}
 }
 
 func atMost(x float64, unit string) goal {
-	return goal{fmt.Sprintf("≤ %s %s", group3(x), unit), func(v, _ float64) bool { return v <= x }}
+	return goal{fmt.Sprintf("≤ %s %s", group3(x), unit), false, func(v, _ float64) bool { return v <= x }}
 }
 
 // row is one figure of the table.
@@ -104,7 +111,13 @@ type row struct {
 	lowerBetter         bool
 	htq, peer           pick
 	peerName            string // "" when the row has no peer
-	goals               []goal
+	// byRun pairs htq and the peer by repetition (their "run" field): the
+	// ratio is the median of the repetitions' ratios.
+	byRun bool
+	// abovePeer makes the row's figure htq minus the peer of the same
+	// repetition (the median of the differences), shown with no peer.
+	abovePeer bool
+	goals     []goal
 }
 
 // rows are the figures of the table, in order.
@@ -125,11 +138,19 @@ func rows() []row {
 		return row{group: "htq embedded (file:) / River on SQLite, durable (bench/peer htq-file, bench/river)", figure: figure, unit: "tasks/s",
 			htq: pick{peerLine("htq-file", scenario, extra), field("tasks_per_s")}, peer: pick{river, field("tasks_per_s")}, peerName: "River SQLite", goals: goals}
 	}
-	cpuReq := func(figure, request, backend string, goals ...goal) row {
-		return row{group: "htq serve CPU per HTTP request, net/http at c=32 (bench/serve -scenario request-cpu)", figure: figure + " (" + backend + ")", unit: "µs", lowerBetter: true,
-			htq: pick{map[string]any{"scenario": "serve-request-cpu", "request": request, "backend": backend}, field("serve_cpu_us_per_unit")}, goals: goals}
+	// cpuReq is a request row, its peer the floor of the same requests,
+	// and the row of htq serve's µs above the floor.
+	cpuReq := func(figure, request, backend string, goals ...goal) []row {
+		cpu := field("serve_cpu_us_per_unit")
+		r := row{group: "htq serve CPU per HTTP request, net/http at c=32, beside the net/http floor measured by turns in each repetition (bench/serve -scenario request-cpu)",
+			figure: figure + " (" + backend + ")", unit: "µs", lowerBetter: true,
+			htq:  pick{map[string]any{"scenario": "serve-request-cpu", "request": request, "backend": backend}, cpu},
+			peer: pick{map[string]any{"scenario": "serve-request-cpu", "request": request, "impl": "floor"}, cpu}, peerName: "floor", byRun: true, goals: goals}
+		above := r
+		above.figure, above.abovePeer, above.goals = r.figure+": htq serve above the floor", true, nil
+		return []row{r, above}
 	}
-	return []row{
+	rs := []row{
 		vsAsynq("enqueue, 1 goroutine", "tasks/s", "enqueue", map[string]any{"conc": 1}, field("tasks_per_s"), false),
 		vsAsynq("enqueue, 16 goroutines", "tasks/s", "enqueue", map[string]any{"conc": 16}, field("tasks_per_s"), false),
 		vsAsynq("process, concurrency 10", "tasks/s", "process", map[string]any{"conc": 10}, field("tasks_per_s"), false, ratioAtLeast(5)),
@@ -145,13 +166,18 @@ func rows() []row {
 		vsRiver("enqueue in batches of 1,000", "enqueue-batch", nil, map[string]any{"scenario": "enqueue", "variant": "many"}),
 		vsRiver("process, concurrency 10", "process", map[string]any{"conc": 10}, map[string]any{"scenario": "process", "workers": 10}),
 		vsRiver("process, concurrency 50", "process", map[string]any{"conc": 50}, map[string]any{"scenario": "process", "workers": 50}),
+	}
+	for _, rr := range [][]row{
 		cpuReq("POST /v1/queues/{q}/tasks", "v1", "file", atMost(60, "µs")),
 		cpuReq("POST /v1/queues/{q}/tasks", "v1", "redis", atMost(60, "µs")),
 		cpuReq("HTQ /api/addTask, multipart", "addtask", "file", atMost(80, "µs")),
 		cpuReq("HTQ /api/addTask, multipart", "addtask", "redis", atMost(80, "µs")),
 		cpuReq("addTask refused at once (target not allowed)", "refused", "file"),
 		cpuReq("addTask refused at once (target not allowed)", "refused", "redis"),
+	} {
+		rs = append(rs, rr...)
 	}
+	return rs
 }
 
 // result is a row measured: the JSON line benchtable writes for it.
@@ -166,6 +192,7 @@ type result struct {
 	PeerValue   *float64  `json:"peer_value,omitempty"`
 	PeerRuns    []float64 `json:"peer_runs,omitempty"`
 	Ratio       *float64  `json:"ratio_htq_to_peer,omitempty"`
+	RatioByRun  bool      `json:"ratio_median_of_runs,omitempty"` // the ratio is the median of the repetitions' ratios
 	Goal        string    `json:"goal,omitempty"`
 	Met         *bool     `json:"met,omitempty"`
 	Time        string    `json:"time"`
@@ -271,6 +298,42 @@ func median(vs []float64) *float64 {
 	return &m
 }
 
+// byRun is the median of the figures p selects in each repetition (the
+// lines' "run" field; lines without one are left out).
+func byRun(p pick, lines []line) map[float64]float64 {
+	runs := map[float64][]float64{}
+	for _, l := range lines {
+		run, ok := l.num("run")
+		if !ok || !l.is(p.where) {
+			continue
+		}
+		if v, ok := p.value(l); ok {
+			runs[run] = append(runs[run], v)
+		}
+	}
+	out := make(map[float64]float64, len(runs))
+	for run, vs := range runs {
+		sort.Float64s(vs)
+		out[run] = *median(vs)
+	}
+	return out
+}
+
+// paired is f(htq, peer) for each repetition that has both, sorted.
+func paired(r row, lines []line, f func(htq, peer float64) (float64, bool)) []float64 {
+	peers := byRun(r.peer, lines)
+	var vs []float64
+	for run, h := range byRun(r.htq, lines) {
+		if p, ok := peers[run]; ok {
+			if v, ok := f(h, p); ok {
+				vs = append(vs, v)
+			}
+		}
+	}
+	sort.Float64s(vs)
+	return vs
+}
+
 func measure(rs []row, lines []line) []result {
 	out := make([]result, 0, len(rs))
 	for _, r := range rs {
@@ -278,23 +341,33 @@ func measure(rs []row, lines []line) []result {
 		if r.lowerBetter {
 			res.Better = "lower"
 		}
-		res.HTQRuns = values(r.htq, lines)
+		if r.abovePeer {
+			res.HTQRuns = paired(r, lines, func(h, p float64) (float64, bool) { return h - p, true })
+		} else {
+			res.HTQRuns = values(r.htq, lines)
+		}
 		res.HTQ = median(res.HTQRuns)
-		if r.peerName != "" {
+		if r.peerName != "" && !r.abovePeer {
 			res.Peer = r.peerName
 			res.PeerRuns = values(r.peer, lines)
 			res.PeerValue = median(res.PeerRuns)
-			if res.HTQ != nil && res.PeerValue != nil && *res.PeerValue != 0 {
+			switch {
+			case r.byRun:
+				res.RatioByRun = true
+				res.Ratio = median(paired(r, lines, func(h, p float64) (float64, bool) { return h / p, p != 0 }))
+			case res.HTQ != nil && res.PeerValue != nil && *res.PeerValue != 0:
 				ratio := *res.HTQ / *res.PeerValue
 				res.Ratio = &ratio
 			}
 		}
 		var texts []string
+		usesRatio := false
 		for _, g := range r.goals {
 			texts = append(texts, g.text)
+			usesRatio = usesRatio || g.usesRatio
 		}
 		res.Goal = strings.Join(texts, " and ")
-		if len(r.goals) > 0 && res.HTQ != nil && (r.peerName == "" || res.Ratio != nil) {
+		if len(r.goals) > 0 && res.HTQ != nil && (!usesRatio || res.Ratio != nil) {
 			met := true
 			ratio := 0.0
 			if res.Ratio != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,14 +26,7 @@ func TestTable(t *testing.T) {
 		`{"impl":"river-sqlite","scenario":"enqueue","variant":"conc","tasks_per_s":2400}`,
 		`{"scenario":"serve-request-cpu","request":"v1","backend":"redis","serve_cpu_us_per_unit":50}`,
 	}, "\n")
-	path := filepath.Join(t.TempDir(), "raw.jsonl")
-	if err := os.WriteFile(path, []byte(raw), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	lines, err := readLines(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := readFixture(t, raw)
 	got := map[string]result{}
 	for _, r := range measure(rows(), lines) {
 		got[r.Group+" | "+r.Figure] = r
@@ -102,4 +96,78 @@ func TestBadLine(t *testing.T) {
 	if _, err := readLines(path); err == nil || !strings.Contains(err.Error(), "raw.jsonl:2") {
 		t.Errorf("readLines of a bad line: %v, want an error naming raw.jsonl:2", err)
 	}
+}
+
+// TestRequestRowsBesideTheFloor: each request row of htq serve has the
+// floor's median as its peer, its ratio is the median of the repetitions'
+// own ratios (not the ratio of the medians), the row below it is the
+// median of the repetitions' differences, runs without both figures are
+// left out of the pairing, the absolute goal is judged as before, and a
+// kind the floor was not measured for keeps its absolute figure.
+func TestRequestRowsBesideTheFloor(t *testing.T) {
+	req := func(impl, backend, request string, run int, us float64) string {
+		return fmt.Sprintf(`{"scenario":"serve-request-cpu","impl":%q,"backend":%q,"request":%q,"run":%d,"serve_cpu_us_per_unit":%g}`, impl, backend, request, run, us)
+	}
+	raw := strings.Join([]string{
+		// run 1..3 by turns: floor, file, redis; run 4 has the floor only.
+		req("floor", "floor", "v1", 1, 20), req("htq-serve", "file", "v1", 1, 54), req("htq-serve", "redis", "v1", 1, 50),
+		req("floor", "floor", "v1", 2, 40), req("htq-serve", "file", "v1", 2, 73), req("htq-serve", "redis", "v1", 2, 60),
+		req("floor", "floor", "v1", 3, 25), req("htq-serve", "file", "v1", 3, 48), req("htq-serve", "redis", "v1", 3, 45),
+		req("floor", "floor", "v1", 4, 100),
+		req("htq-serve", "file", "refused", 1, 36),
+	}, "\n")
+	lines := readFixture(t, raw)
+	got := map[string]result{}
+	for _, r := range measure(rows(), lines) {
+		got[r.Figure] = r
+	}
+	v1 := got["POST /v1/queues/{q}/tasks (file)"]
+	// floor 20, 40, 25, 100: median 32.5; htq/floor by run 2.7, 1.825, 1.92.
+	if v1.HTQ == nil || *v1.HTQ != 54 || v1.Peer != "floor" || v1.PeerValue == nil || *v1.PeerValue != 32.5 ||
+		v1.Ratio == nil || *v1.Ratio != 48.0/25 || !v1.RatioByRun || v1.Met == nil || !*v1.Met {
+		t.Errorf("/v1 file: %+v, want 54 µs beside the floor's 32.5, ratio 1.92 (median of the runs' ratios), ≤ 60 met", v1)
+	}
+	above := got["POST /v1/queues/{q}/tasks (file): htq serve above the floor"]
+	// differences by run 34, 33, 23.
+	if above.HTQ == nil || *above.HTQ != 33 || len(above.HTQRuns) != 3 || above.Peer != "" || above.Ratio != nil || above.Goal != "" {
+		t.Errorf("/v1 file above the floor: %+v, want 33 µs over 3 runs, no peer, no goal", above)
+	}
+	if r := got["POST /v1/queues/{q}/tasks (redis): htq serve above the floor"]; r.HTQ == nil || *r.HTQ != 20 {
+		t.Errorf("/v1 redis above the floor: %+v, want 20 µs (30, 20, 20)", r)
+	}
+	refused := got["addTask refused at once (target not allowed) (file)"]
+	if refused.HTQ == nil || *refused.HTQ != 36 || refused.PeerValue != nil || refused.Ratio != nil {
+		t.Errorf("refused without a floor line: %+v, want 36 µs and the floor not measured", refused)
+	}
+	if r := got["addTask refused at once (target not allowed) (file): htq serve above the floor"]; r.HTQ != nil {
+		t.Errorf("refused above the floor without a floor line: %+v, want not measured", r)
+	}
+	if r := got["HTQ /api/addTask, multipart (redis)"]; r.HTQ != nil || r.Met != nil {
+		t.Errorf("addTask without lines: %+v, want not measured and no verdict", r)
+	}
+
+	var b strings.Builder
+	writeTable(&b, measure(rows(), lines))
+	for _, want := range []string{
+		"| POST /v1/queues/{q}/tasks (file), µs (lower is better) | 54 (3 runs) | floor 32.5 (4 runs) | 1.92× | ≤ 60 µs | yes |",
+		"| POST /v1/queues/{q}/tasks (file): htq serve above the floor, µs (lower is better) | 33 (3 runs) | — | — | — | — |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// readFixture reads raw JSON lines through a file, as benchtable does.
+func readFixture(t *testing.T, raw string) []line {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "raw.jsonl")
+	if err := os.WriteFile(path, []byte(raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := readLines(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
 }

@@ -10,8 +10,10 @@
 #   1. bench/peer/run-peer.sh with IMPLS="asynq htq htq-file": asynq and htq on
 #      the same private redis-server, htq on its embedded store;
 #   2. bench/river: River v0.51.2 on SQLite (durable), the embedded store's peer;
-#   3. bench/serve -scenario request-cpu on the embedded store and on a private
-#      redis-server: htq serve's CPU per HTTP request.
+#   3. bench/serve -scenario request-cpu, by turns: the net/http floor
+#      (bench/serve/floor, no storage), htq serve on the embedded store, htq
+#      serve on a private redis-server: CPU per HTTP request, htq serve's
+#      beside the floor's of the same minutes.
 # Then bench/all (command benchtable) prints the table and writes it to
 # bench/results/make-bench-latest.{md,jsonl}, the raw lines of every program
 # to bench/results/make-bench-latest-raw.jsonl (all three ignored by git:
@@ -44,9 +46,10 @@ mkdir -p "$results"
 loadstart=$(cut -d' ' -f1-3 /proc/loadavg)
 T0=$(date +%s)
 
-log "building htq, servebench, riverbench, benchtable"
+log "building htq, servebench, floor, riverbench, benchtable"
 (cd "$root" && "$GO" build -o "$work/htq" ./cmd/htq)
 (cd "$root/bench/serve" && "$GO" build -o "$work/servebench" .)
+(cd "$root/bench/serve" && "$GO" build -o "$work/floor" ./floor)
 (cd "$root/bench/river" && "$GO" build -o "$work/riverbench" .)
 (cd "$root/bench/all" && "$GO" build -o "$work/benchtable" .)
 
@@ -66,9 +69,11 @@ for rep in $(seq "$REPS"); do
   river -scenario process -workers 10 -n "$N_RIVER" -cap 60s
   river -scenario process -workers 50 -n "$N_RIVER" -cap 60s
 
-  for backend in file redis; do
-    log "repetition $rep/$REPS: htq serve CPU per request ($backend)"
-    "$work/servebench" -htq "$work/htq" -backend "$backend" -scenario request-cpu \
+  # the floor first, then htq serve on each backend: all three within a
+  # minute or two, so that the table's htq / floor compares the same minutes
+  for backend in floor file redis; do
+    log "repetition $rep/$REPS: CPU per request ($backend)"
+    "$work/servebench" -htq "$work/htq" -floor "$work/floor" -backend "$backend" -scenario request-cpu \
       -n-request-cpu "$N_HTTP" -run "$rep" -label "make-bench $mode" >>"$work/serve.jsonl"
   done
 done

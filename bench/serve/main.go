@@ -11,6 +11,11 @@
 //
 // Every scenario is bounded in count (-n…) and in time (-max-duration).
 // Only loopback addresses are used.
+//
+// -backend floor measures bench/serve/floor (the net/http floor, -floor)
+// in place of htq serve, with no storage, by the same request-cpu code:
+//
+//	servebench -floor ./bin/floor -backend floor -scenario request-cpu
 package main
 
 import (
@@ -37,28 +42,31 @@ import (
 )
 
 type config struct {
-	htqBin, backend, redisBin, scenarios, label string
-	run                                         int
-	nSingle, conns                              int
-	nRequestCPU                                 int
-	nBatch, batch, batchConns                   int
-	nDispatch, dispatchConc                     int
-	nTiming                                     int
-	timingSpread                                time.Duration
-	payload                                     int
-	maxDuration                                 time.Duration
-	serveLog                                    string
-	client                                      string
+	htqBin, floorBin, backend, redisBin, scenarios, label string
+	run                                                   int
+	nSingle, conns                                        int
+	nRequestCPU                                           int
+	nBatch, batch, batchConns                             int
+	nDispatch, dispatchConc                               int
+	nTiming                                               int
+	timingSpread                                          time.Duration
+	payload                                               int
+	maxDuration                                           time.Duration
+	serveLog                                              string
+	client                                                string
 	// scale-out scenario
 	redisCLI, topology, procs, queues string
 	nScaleout                         int
+	// out receives the JSON lines (standard output by default).
+	out io.Writer
 }
 
 func main() {
-	var c config
+	c := config{out: os.Stdout}
 	var summarize string
-	flag.StringVar(&c.htqBin, "htq", "", "path of the htq binary to measure (required)")
-	flag.StringVar(&c.backend, "backend", "redis", "storage: redis (a private redis-server) or file (embedded, temp dir)")
+	flag.StringVar(&c.htqBin, "htq", "", "path of the htq binary to measure (required unless -backend floor)")
+	flag.StringVar(&c.floorBin, "floor", "", "path of bench/serve/floor's binary, measured in place of htq serve by -backend floor")
+	flag.StringVar(&c.backend, "backend", "redis", "storage: redis (a private redis-server), file (embedded, temp dir), or floor (no storage: the -floor binary in place of htq serve; request-cpu only)")
 	flag.StringVar(&c.redisBin, "redis-server", "redis-server", "redis-server binary")
 	flag.StringVar(&c.scenarios, "scenario", "enqueue,batch,dispatch,timing", "comma list of scenarios: enqueue, batch, dispatch, timing, request-cpu (htq serve's CPU per request of /v1, HTQ's addTask and a refused addTask, net/http at -conns), scaleout (not in the default: one redis-server or Cluster per invocation, see -topology)")
 	flag.StringVar(&c.label, "label", "", "label copied into every JSON line")
@@ -93,14 +101,8 @@ func main() {
 		}
 		return
 	}
-	if c.htqBin == "" {
-		fatal("-htq is required (build it with: go build -o bench/serve/bin/htq ./cmd/htq)")
-	}
-	if c.client != "raw" && c.client != "nethttp" {
-		fatal("-client %q: want raw or nethttp", c.client)
-	}
-	if c.backend != "redis" && c.backend != "file" {
-		fatal("-backend %q: want redis or file", c.backend)
+	if err := c.validate(); err != nil {
+		fatal("%v", err)
 	}
 	for _, s := range strings.Split(c.scenarios, ",") {
 		var err error
@@ -126,15 +128,43 @@ func main() {
 	}
 }
 
+// validate checks the flags that main cannot default.
+func (c config) validate() error {
+	switch c.backend {
+	case "redis", "file":
+		if c.htqBin == "" {
+			return errors.New("-htq is required (build it with: go build -o bench/serve/bin/htq ./cmd/htq)")
+		}
+	case "floor":
+		if c.floorBin == "" {
+			return errors.New("-backend floor needs -floor (build it with: cd bench/serve && go build -o bin/floor ./floor)")
+		}
+		if strings.TrimSpace(c.scenarios) != "request-cpu" {
+			return fmt.Errorf("-backend floor measures -scenario request-cpu only, not %q", c.scenarios)
+		}
+	default:
+		return fmt.Errorf("-backend %q: want redis, file or floor", c.backend)
+	}
+	if c.client != "raw" && c.client != "nethttp" {
+		return fmt.Errorf("-client %q: want raw or nethttp", c.client)
+	}
+	return nil
+}
+
 func fatal(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "servebench: "+format+"\n", a...)
 	os.Exit(1)
 }
 
-// emit prints one JSON line.
+// emit prints one JSON line to c.out (impl floor for -backend floor,
+// htq-serve otherwise).
 func emit(c config, scenario string, fields map[string]any) {
+	impl := "htq-serve"
+	if c.backend == "floor" {
+		impl = "floor"
+	}
 	rec := map[string]any{
-		"scenario": scenario, "impl": "htq-serve", "backend": c.backend,
+		"scenario": scenario, "impl": impl, "backend": c.backend,
 		"label": c.label, "run": c.run,
 		"go_version": runtime.Version(), "gomaxprocs": runtime.GOMAXPROCS(0), "cpus": runtime.NumCPU(),
 		"time": time.Now().UTC().Format(time.RFC3339), "loadavg": loadavg(),
@@ -146,7 +176,9 @@ func emit(c config, scenario string, fields map[string]any) {
 	if err != nil {
 		fatal("json: %v", err)
 	}
-	os.Stdout.Write(append(b, '\n'))
+	if _, err := c.out.Write(append(b, '\n')); err != nil {
+		fatal("write: %v", err)
+	}
 }
 
 const token = "servebench-token-0123456789"
@@ -221,7 +253,8 @@ func with(f map[string]any, extra map[string]any) map[string]any {
 }
 
 // withService starts storage and htq serve (with the given dispatch
-// concurrency, 0 for the default), runs fn, and stops both.
+// concurrency, 0 for the default), or for -backend floor the floor alone,
+// runs fn, and stops them.
 func withService(c config, concurrency int, fn func(*service) error) error {
 	dir, err := os.MkdirTemp("", "servebench-")
 	if err != nil {
@@ -242,6 +275,7 @@ func withService(c config, concurrency int, fn func(*service) error) error {
 	case "file":
 		broker = "file:" + filepath.Join(dir, "data")
 	}
+	// floor: no storage, broker stays empty
 	sv, err := startServe(c, broker, concurrency, &stops)
 	if err != nil {
 		return err
@@ -291,7 +325,9 @@ func startRedis(c config, dir string, stops *stopper, extra ...string) (redisPro
 }
 
 // startServe starts htq serve on a free loopback port with the storage
-// URL broker and waits until it is ready; stops gets its stop function.
+// URL broker (or, for -backend floor, the floor, as cpu-ab-paired.sh starts
+// it: `floor serve` with HTQ_ADDR) and waits until it is ready; stops gets
+// its stop function.
 func startServe(c config, broker string, concurrency int, stops *stopper) (*service, error) {
 	port, err := freePort()
 	if err != nil {
@@ -305,6 +341,10 @@ func startServe(c config, broker string, concurrency int, stops *stopper) (*serv
 		args = append(args, "--concurrency", strconv.Itoa(concurrency))
 	}
 	cmd := exec.Command(c.htqBin, args...)
+	if c.backend == "floor" {
+		cmd = exec.Command(c.floorBin, "serve")
+		cmd.Env = append(os.Environ(), "HTQ_ADDR="+addr)
+	}
 	cmd.Stdout = io.Discard
 	if c.serveLog != "" {
 		f, err := os.OpenFile(c.serveLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

@@ -22,7 +22,11 @@ import (
 //   - refused: the same addTask with a target the guard refuses
 //     (10.0.0.0/8 is not allowed), which touches no storage.
 //
-// One JSON line per kind (scenario serve-request-cpu, field request).
+// One JSON line per kind (scenario serve-request-cpu, field request). With
+// -backend floor the same requests go to bench/serve/floor, which answers
+// them as htq serve does (201 under /v1/, error_code 1001 for the refused
+// target, 0 otherwise): its lines (impl floor) are the net/http floor that
+// make bench prints beside htq serve's.
 func scenarioRequestCPU(c config, sv *service) error {
 	const v1Queue, htqQueue = "bench-v1", "bench-htq"
 	body, _ := json.Marshal(map[string]any{"name": v1Queue, "mode": "real_time", "max_concurrency": 100})
