@@ -279,7 +279,7 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 	calls := make([]call, len(groups))
 	for j := range groups {
 		g := &groups[j]
-		g.idx = withTokens(b.distinctIDs(leases, g.idx, errs), leases, errs)
+		g.idx = b.completable(leases, g.idx, errs)
 		n := len(g.idx)
 		args := make([]string, 6+2*n)
 		args[0], args[1], args[2], args[3], args[4] = now, channelEvents, g.k.name, grace, b.logLen
@@ -327,51 +327,45 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 	return errs
 }
 
-// distinctIDs returns idx, indexes into leases of one queue, without
-// those that repeat the ID of an earlier one, whose errs it sets to a
-// lost lease (broker.Broker.Complete: a repeat completes nothing), so that
-// complete.lua needs no set of its own to find them. The set of IDs seen
-// is taken from b.seen and given back empty: a call allocates none.
-func (b *Broker) distinctIDs(leases []broker.LeaseRef, idx []int, errs []error) []int {
-	if len(idx) < 2 {
-		return idx
-	}
-	seen, _ := b.seen.Get().(map[string]struct{})
-	if seen == nil {
-		seen = make(map[string]struct{}, len(idx))
+// completable returns idx, indexes into leases of one queue, without
+// those complete.lua must not see, whose errs it sets to a lost lease: a
+// lease that repeats the ID of an earlier one (broker.Broker.Complete: a
+// repeat completes nothing), so that the script needs no set of its own
+// to find them, and a lease without a token (the script reads an empty
+// token as the one before it). The set of IDs seen is taken from b.seen
+// and given back empty: a call allocates none.
+func (b *Broker) completable(leases []broker.LeaseRef, idx []int, errs []error) []int {
+	var seen map[string]struct{}
+	if len(idx) > 1 {
+		seen, _ = b.seen.Get().(map[string]struct{})
+		if seen == nil {
+			seen = make(map[string]struct{}, len(idx))
+		}
 	}
 	out := idx[:0]
 	for _, i := range idx {
-		if _, ok := seen[leases[i].ID]; ok {
+		id := leases[i].ID
+		if _, ok := seen[id]; ok {
 			errs[i] = leaseLost("complete", leases[i])
 			continue
 		}
-		seen[leases[i].ID] = struct{}{}
-		out = append(out, i)
-	}
-	if len(seen) <= maxSeenKept {
-		clear(seen)
-		b.seen.Put(seen)
-	}
-	return out
-}
-
-// withTokens returns idx without the leases that carry no token, whose
-// errs it sets to a lost lease: complete.lua reads an empty token as the
-// one before it.
-func withTokens(idx []int, leases []broker.LeaseRef, errs []error) []int {
-	out := idx[:0]
-	for _, i := range idx {
+		if seen != nil {
+			seen[id] = struct{}{}
+		}
 		if leases[i].Token == "" {
 			errs[i] = leaseLost("complete", leases[i])
 			continue
 		}
 		out = append(out, i)
 	}
+	if seen != nil && len(seen) <= maxSeenKept {
+		clear(seen)
+		b.seen.Put(seen)
+	}
 	return out
 }
 
-// maxSeenKept is the largest set of IDs distinctIDs keeps for the next
+// maxSeenKept is the largest set of IDs completable keeps for the next
 // call: a map does not shrink, and a rare huge batch should not stay.
 const maxSeenKept = 4096
 

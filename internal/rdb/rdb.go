@@ -105,7 +105,7 @@ type Broker struct {
 	lockSlackMS int64    // added to the PX ttl of uniqueness locks
 	queues      sync.Map // queue name -> *queueKeys
 	// seen holds empty map[string]struct{} for Complete's search for
-	// repeated IDs (distinctIDs).
+	// repeated IDs (completable).
 	seen sync.Pool
 
 	// life is cancelled by Close; subscriptions end with it.

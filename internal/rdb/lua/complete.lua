@@ -65,7 +65,7 @@ for i = 1, n do
   local t = ARGV[6 + n + i]
   if t ~= '' then
     tok, tokp, tokx, tokpx = t, t .. '+', t .. '!', t .. '+!'
-    grouped = not string.find(t, '%.%w+$')
+    grouped = not numbered(t)
   end
   if h and tok and (h == tok or h == tokp or h == tokx or h == tokpx) then
     nd = nd + 1

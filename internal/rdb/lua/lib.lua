@@ -142,6 +142,12 @@ end
 -- hash, record prefix}.
 local GROUP = '\2'
 
+-- numbered tells whether tok is a token of an earlier version, one a task
+-- ("<server ID>/<random>.<n>"): such a lease has a member of its own.
+local function numbered(tok)
+  return string.find(tok, '%.%w+$') ~= nil
+end
+
 -- lease_parse splits held, a value of the leases hash, into its token,
 -- whether Complete must read the task ('+'), and whether the lease has a
 -- member of its own in the active zset.
@@ -150,7 +156,7 @@ local function lease_parse(held)
   if own then held = string.sub(held, 1, -2) end
   local read = string.byte(held, -1) == 43 -- '+'
   if read then held = string.sub(held, 1, -2) end
-  if not own and string.find(held, '%.%w+$') then own = true end
+  if not own and numbered(held) then own = true end
   return held, read, own
 end
 
