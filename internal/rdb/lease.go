@@ -303,16 +303,20 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		g := &groups[j]
 		g.idx = b.completable(leases, g.idx, errs)
 		n := len(g.idx)
-		args := make([]string, 6+2*n)
-		args[0], args[1], args[2], args[3], args[4] = now, channelEvents, g.k.name, grace, b.logLen
-		prev := ""
+		args := make([]string, 6+n, 6+n+2*4)
+		args[0], args[1], args[2], args[3], args[4], args[5] = now, channelEvents, g.k.name, grace, b.logLen, strconv.Itoa(n)
+		// The tokens follow the IDs as runs, a count and a token: the
+		// leases of one fetch share theirs (lua/complete.lua).
+		run := 0 // where the current run starts
 		for x, i := range g.idx {
-			// A token like the one before is sent as '': the leases of
-			// one fetch share theirs (lua/complete.lua).
 			args[6+x] = leases[i].ID
-			if tok := leases[i].Token; tok != prev {
-				args[6+n+x], prev = tok, tok
+			if x > 0 && leases[i].Token != leases[g.idx[x-1]].Token {
+				args = append(args, strconv.Itoa(x-run), leases[g.idx[x-1]].Token)
+				run = x
 			}
+		}
+		if n > 0 {
+			args = append(args, strconv.Itoa(n-run), leases[g.idx[n-1]].Token)
 		}
 		calls[j] = call{
 			s:    scriptComplete,
