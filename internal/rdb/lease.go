@@ -81,11 +81,12 @@ func (b *Broker) fetched(k *queueKeys, p broker.FetchParams, prefix, again strin
 	if len(vals) < 3 {
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
-	// form (lua/fetch.lua): 0 a fetch, 1 a call again, 2 the same, the
-	// record keeping tasks for the next Fetch. Every lease of the call
-	// has the token prefix, which the reply leaves out.
+	// form (lua/fetch.lua): 0 a fetch, 3 a fetch of plain tasks only
+	// (the IDs and the messages as two arrays), 1 a call again, 2 the
+	// same, the record keeping tasks for the next Fetch. Every lease of
+	// the call has the token prefix, which the reply leaves out.
 	form, err := vals[2].ToInt64()
-	if err != nil || form < 0 || form > 2 {
+	if err != nil || form < 0 || form > 3 {
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
 	if form == 2 && again == "1" {
@@ -93,29 +94,50 @@ func (b *Broker) fetched(k *queueKeys, p broker.FetchParams, prefix, again strin
 		// holds: the next Fetch takes the prefix for the others.
 		k.keepRefetch(prefix)
 	}
-	vals = vals[3:]
+	var ids, msgs []rueidis.RedisMessage
+	if form == 3 {
+		if len(vals) != 5 {
+			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+		}
+		ids, err = vals[3].ToArray()
+		if err == nil {
+			msgs, err = vals[4].ToArray()
+		}
+		if err != nil || len(ids) != len(msgs) {
+			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+		}
+		vals = nil
+	} else {
+		vals = vals[3:]
+	}
 	// A lease and its message are allocated together, for the batch.
-	ls := make([]leased, 0, len(vals)/2)
-	out := make([]*broker.Lease, 0, len(vals)/2)
+	ls := make([]leased, 0, len(ids)+len(vals)/2)
+	out := make([]*broker.Lease, 0, cap(ls))
 	dl := time.UnixMilli(deadline)
 	dur := time.Duration(leaseMS) * time.Millisecond
 	var firstErr error
-	for len(vals) > 0 {
+	for len(vals) > 0 || len(ids) > 0 {
 		// f: id, m[, n, e, f]; an ID is a bulk string, never an integer.
 		var f []rueidis.RedisMessage
-		if vals[0].IsInt64() && len(vals) >= 6 {
+		switch {
+		case len(ids) > 0:
+		case vals[0].IsInt64() && len(vals) >= 6:
 			f, vals = vals[1:6], vals[6:]
-		} else if len(vals) >= 2 {
+		case len(vals) >= 2:
 			f, vals = vals[:2], vals[2:]
-		} else {
+		default:
 			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 		}
 		ls = append(ls, leased{m: base.TaskMessage{Queue: p.Queue}})
 		x := &ls[len(ls)-1]
 		m := &x.m
-		if len(f) == 2 {
+		switch len(f) {
+		case 0:
+			err = decodePlainTask(ids[0], msgs[0], m)
+			ids, msgs = ids[1:], msgs[1:]
+		case 2:
 			err = decodePlainTask(f[0], f[1], m)
-		} else {
+		default:
 			err = decodeTask(f[0], f[1], f[2], f[3], f[4], m)
 		}
 		if err != nil {
@@ -281,16 +303,20 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 		g := &groups[j]
 		g.idx = b.completable(leases, g.idx, errs)
 		n := len(g.idx)
-		args := make([]string, 6+2*n)
-		args[0], args[1], args[2], args[3], args[4] = now, channelEvents, g.k.name, grace, b.logLen
-		prev := ""
+		args := make([]string, 6+n, 6+n+2*4)
+		args[0], args[1], args[2], args[3], args[4], args[5] = now, channelEvents, g.k.name, grace, b.logLen, strconv.Itoa(n)
+		// The tokens follow the IDs as runs, a count and a token: the
+		// leases of one fetch share theirs (lua/complete.lua).
+		run := 0 // where the current run starts
 		for x, i := range g.idx {
-			// A token like the one before is sent as '': the leases of
-			// one fetch share theirs (lua/complete.lua).
 			args[6+x] = leases[i].ID
-			if tok := leases[i].Token; tok != prev {
-				args[6+n+x], prev = tok, tok
+			if x > 0 && leases[i].Token != leases[g.idx[x-1]].Token {
+				args = append(args, strconv.Itoa(x-run), leases[g.idx[x-1]].Token)
+				run = x
 			}
+		}
+		if n > 0 {
+			args = append(args, strconv.Itoa(n-run), leases[g.idx[n-1]].Token)
 		}
 		calls[j] = call{
 			s:    scriptComplete,

@@ -212,3 +212,66 @@ func completeAll(t *testing.T, b *Broker, ls []*broker.Lease) {
 		}
 	}
 }
+
+// TestFetchPlainBatchForm checks the fetch script's reply forms directly:
+// a batch of plain tasks only is answered as the IDs and the messages in
+// two arrays (form 3, lua/fetch.lua), and one with a task in the hash form
+// task by task (form 0); Fetch reads both into the same leases.
+func TestFetchPlainBatchForm(t *testing.T) {
+	b := newTestBroker(t, nil)
+	ctx := t.Context()
+	k := newQueueKeys("q")
+	fetchForm := func(max int) (form int64, n int) {
+		t.Helper()
+		tok := tokenPrefix("s1")
+		vals, err := b.run(ctx, call{
+			s:    scriptFetch,
+			keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + tok, k.fetchN},
+			args: []string{b.nowArg(), fmt.Sprint(max), "30000", tok, b.logLen, "0"},
+		}).ToArray()
+		if err != nil || len(vals) < 3 {
+			t.Fatalf("fetch script: %v (%d values)", err, len(vals))
+		}
+		form, err = vals[2].ToInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if form == 3 {
+			ids, err1 := vals[3].ToArray()
+			msgs, err2 := vals[4].ToArray()
+			if err1 != nil || err2 != nil || len(ids) != len(msgs) || len(vals) != 5 {
+				t.Fatalf("form 3: %d IDs, %d messages, %d values (%v, %v)", len(ids), len(msgs), len(vals), err1, err2)
+			}
+			return form, len(ids)
+		}
+		return form, (len(vals) - 3) / 2
+	}
+	for i := range 3 {
+		mustEnqueue(t, b, msg("q", fmt.Sprint("p", i)), time.Time{})
+	}
+	if form, n := fetchForm(10); form != 3 || n != 3 {
+		t.Fatalf("plain batch: form %d with %d tasks, want 3 with 3", form, n)
+	}
+	kept := msg("q", "kept")
+	kept.Retention = time.Hour // a hash: its lease is marked '+'
+	mustEnqueue(t, b, kept, time.Time{})
+	mustEnqueue(t, b, msg("q", "plain"), time.Time{})
+	if form, n := fetchForm(10); form != 0 || n < 2 {
+		t.Fatalf("batch with a hash: form %d with %d values, want 0 with 2 tasks or more", form, n)
+	}
+	// Fetch reads form 3 into leases that complete.
+	for i := range 4 {
+		mustEnqueue(t, b, msg("q", fmt.Sprint("f", i)), time.Time{})
+	}
+	ls := mustFetch(t, b, "q", 10)
+	if len(ls) != 4 {
+		t.Fatalf("Fetch = %d leases, want 4", len(ls))
+	}
+	for _, l := range ls {
+		if want := string(msg("q", l.Msg.ID).Payload); string(l.Msg.Payload) != want || l.Token != ls[0].Token {
+			t.Errorf("task %s: payload %q token %q, want %q and the fetch's", l.Msg.ID, l.Msg.Payload, l.Token, want)
+		}
+	}
+	completeAll(t, b, ls)
+	checkInvariants(t, b)
+}

@@ -7,12 +7,12 @@
 -- KEYS[9] the lease groups' counts  KEYS[10] fetch record prefix
 -- ARGV[1] now ms ('' = Redis TIME)  ARGV[2] events channel
 -- ARGV[3] queue name  ARGV[4] watch grace ms  ARGV[5] event log length
--- ('0' = off)  ARGV[6] '' (the script writes the log entry's states
--- there), then the n task IDs ARGV[7..6+n], then their lease tokens
--- ARGV[7+n..6+2n], each '' when it is the token before it (the leases of
--- one fetch share a token: each is sent and made a Lua string once, and
--- compared by reference); the first is not ''. The IDs are distinct
--- (rdb.Complete answers a repeated one itself).
+-- ('0' = off)  ARGV[6] n, the number of tasks (the script writes the
+-- log entry's states there), then the n task IDs ARGV[7..6+n], then
+-- their lease tokens as runs: a count c and a token, the token of the
+-- next c IDs, and so on (the leases of one fetch share a token: each is
+-- sent and made a Lua string once per run, and compared by reference).
+-- The IDs are distinct (rdb.Complete answers a repeated one itself).
 -- Returns a string of one digit per task: '1' completed, '0' lease lost
 -- (the task is not active, or the token is not its lease's).
 -- A lease of a group (lib.lua) ends without a ZREM: its group's count
@@ -27,7 +27,7 @@
 -- script (wf_finish: the tasks it releases become pending here, and are
 -- logged in their queues). Prepended: lib.lua, lanelib.lua, wflib.lua.
 local now = now_ms(ARGV[1])
-local n = (#ARGV - 6) / 2
+local n = tonumber(ARGV[6])
 -- The IDs are read from ARGV where they are, not copied into a table of
 -- their own: while every lease holds (the usual case), ARGV[7..6+n] is
 -- what HDEL and the log take.
@@ -59,26 +59,40 @@ local tok, tokp, tokx, tokpx, grouped
 -- The groups' counts of leases ended here (token -> n, and in order), and
 -- the IDs whose own member goes.
 local gn, gs, ng, own, no = {}, {}, 0, {}, 0
+-- rp: where the next run of tokens is in ARGV; left: the leases left in
+-- the current run; rn: the leases of its group ended in it (counted into
+-- gn once per run, not per task).
+local rp, left, rn = 7 + n, 0, 0
+local function run_end()
+  if rn > 0 then
+    local c = gn[tok]
+    if not c then
+      ng = ng + 1
+      gs[ng] = tok
+      c = 0
+    end
+    gn[tok] = c + rn
+    rn = 0
+  end
+end
 for i = 1, n do
   local id = ARGV[6 + i]
   local h = held[i]
-  local t = ARGV[6 + n + i]
-  if t ~= '' then
+  if left == 0 then
+    run_end()
+    left = tonumber(ARGV[rp])
+    local t = ARGV[rp + 1]
+    rp = rp + 2
     tok, tokp, tokx, tokpx = t, t .. '+', t .. '!', t .. '+!'
     grouped = not numbered(t)
   end
-  if h and tok and (h == tok or h == tokp or h == tokx or h == tokpx) then
+  left = left - 1
+  if h and (h == tok or h == tokp or h == tokx or h == tokpx) then
     nd = nd + 1
     if done then done[nd] = id end
     if res then res[i] = '1' end
     if grouped and (h == tok or h == tokp) then
-      local c = gn[tok]
-      if not c then
-        ng = ng + 1
-        gs[ng] = tok
-        c = 0
-      end
-      gn[tok] = c + 1
+      rn = rn + 1
     else
       no = no + 1
       own[no] = id
@@ -125,6 +139,7 @@ for i = 1, n do
     res[i] = '0'
   end
 end
+run_end()
 if nk > 0 then call_many('ZADD', KEYS[3], kept) end
 if nd > 0 then
   local st = states and table.concat(states) or string.rep('0', nd)

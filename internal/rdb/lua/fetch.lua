@@ -15,12 +15,14 @@
 -- settings (max concurrency, rate limit, the keys' limits) allow no task
 -- now; {-2, 0} when a call again has nothing to answer (the caller then
 -- fetches with a new token); else {deadline ms, lease ms, form, then each
--- task: id, m when it has neither n, e nor f (a plain task: the common
--- case), else 0, id, m, n, e, f (an absent field false)}. Every lease of
+-- task: id, m when it has neither n, e nor f (a plain task), else 0, id,
+-- m, n, e, f (an absent field false)}; or, when every task of the fetch
+-- is plain and none came from a key's lane (the common case), {deadline
+-- ms, lease ms, 3, the IDs, their messages} (two arrays, in order). Every lease of
 -- one call has the token P (a task is leased at most once per fetch, so
 -- that queue, ID and token name one lease), which the reply does not
--- repeat. form is 0 for a fetch, 1 for a call again (below), 2 for a call
--- again that leaves tasks for the next. The leases hash stores P, or P ..
+-- repeat. form is 0 (or 3, above) for a fetch, 1 for a call again
+-- (below), 2 for a call again that leaves tasks for the next. The leases hash stores P, or P ..
 -- '+' when the task has a unique key, a retention or a fair-sharing key,
 -- is watched or is a workflow task (Complete must read it).
 -- The leases of one fetch are a lease group (lib.lua): one member of the
@@ -262,6 +264,39 @@ else
     local part = redis.call('MGET', unpack(tks, a, math.min(a + 3999, #tks)))
     for j = 1, #part do strs[a + j - 1] = part[j] end
   end
+end
+-- The common case: every task plain (a string), none taken from a key's
+-- lane. The reply is then the RPOP's and the MGET's tables as they are
+-- (form 3), and the record's lines are the IDs with the states at [0]:
+-- no table is built per task but the leases' pairs.
+local plain = next(held) == nil
+if plain then
+  for i = 1, #ids do
+    if not strs[i] then
+      plain = false
+      break
+    end
+  end
+end
+if plain then
+  n = #ids
+  local tok = ARGV[4]
+  for i = 1, n do
+    lset[2 * i - 1] = ids[i]
+    lset[2 * i] = tok
+  end
+  redis.call('ZADD', KEYS[2], dl, GROUP .. tok)
+  redis.call('HSET', KEYS[9], tok, n)
+  call_many('HSET', KEYS[3], lset)
+  ids[0] = string.rep('1', n)
+  local body = table.concat(ids, '\n', 0, n)
+  ids[0] = nil
+  if ARGV[5] ~= '0' then log_entry(KEYS[7], ARGV[5], ARGV[1], 's', body, '') end
+  redis.call('SET', KEYS[8], body)
+  if tokens then
+    redis.call('HSET', KEYS[6], 'tk', string.format('%.17g', tokens - n), 'tt', istr(now))
+  end
+  return {deadline, lease, 3, ids, strs}
 end
 for i, id in ipairs(ids) do
   local m, rn, re, rf, read = strs[i], nil, nil, nil, false
