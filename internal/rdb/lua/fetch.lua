@@ -18,13 +18,14 @@
 -- task: id, m when it has neither n, e nor f (a plain task), else 0, id,
 -- m, n, e, f (an absent field false)}; or, when every task of the fetch
 -- is plain and none came from a key's lane (the common case), {deadline
--- ms, lease ms, 3, the IDs, their messages} (two arrays, in order). Every lease of
--- one call has the token P (a task is leased at most once per fetch, so
--- that queue, ID and token name one lease), which the reply does not
--- repeat. form is 0 (or 3, above) for a fetch, 1 for a call again
--- (below), 2 for a call again that leaves tasks for the next. The leases hash stores P, or P ..
--- '+' when the task has a unique key, a retention or a fair-sharing key,
--- is watched or is a workflow task (Complete must read it).
+-- ms, lease ms, 3, the IDs, their messages} (two arrays, in order).
+-- Every lease of one call has the token P (a task is leased at most once
+-- per fetch, so that queue, ID and token name one lease), which the reply
+-- does not repeat. form is 0 (or 3, above) for a fetch, 1 for a call
+-- again (below), 2 for a call again that leaves tasks for the next. The
+-- leases hash stores P, or P .. '+' when the task has a unique key, a
+-- retention or a fair-sharing key, is watched or is a workflow task
+-- (Complete must read it).
 -- The leases of one fetch are a lease group (lib.lua): one member of the
 -- active zset, GROUP .. P, scored by their deadline; KEYS[9] holds P ->
 -- the number of leases; the record (KEYS[8], named after P) holds a first
