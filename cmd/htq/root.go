@@ -141,6 +141,7 @@ func serve(ctx context.Context, o *serveOptions, stdout, stderr io.Writer) error
 		lookup = os.LookupEnv
 	}
 	defer applyGC(o.gc, lookup, o.cfg.Logger)()
+	defer applyProcs(o.cfg.WithDefaults().Storage, lookup, o.cfg.Logger)()
 	o.cfg.Stdout = stdout
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
