@@ -14,12 +14,13 @@
 #
 #   BASE=/path/to/main REDIS_SERVER=/path/to/redis-server bench/peer/process-instructions.sh
 #
-# Environment: BASE (optional), REPS (1), N (20000), CONC (50), PORT (6494),
+# Environment: BASE (optional), REPS (1), N (20000), CONC (50), PAYLOAD (100
+# bytes a task), PORT (6494),
 # OUT (results-latest-instructions.jsonl), KEEP (a directory; unset: the
 # profiles are removed), REDIS_SERVER (redis-server).
 set -euo pipefail
 cd "$(dirname "$0")"
-REPS=${REPS:-1}; N=${N:-20000}; CONC=${CONC:-50}; PORT=${PORT:-6494}
+REPS=${REPS:-1}; N=${N:-20000}; CONC=${CONC:-50}; PAYLOAD=${PAYLOAD:-100}; PORT=${PORT:-6494}
 OUT=${OUT:-results-latest-instructions.jsonl}; RS=${REDIS_SERVER:-redis-server}; GO=${GO:-go}
 log() { printf '[process-instructions %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 log "building this checkout${BASE:+ and $BASE}"
@@ -36,7 +37,7 @@ run() { # label binary
     --dir "$W" --save "" --appendonly no >"$W/vg.log" 2>&1 &
   VG=$!
   for _ in $(seq 200); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
-  "$bin" -addr "127.0.0.1:$PORT" -scenario process -n "$N" -conc "$CONC" -impl htq -label "$label" -timeout 900s >"$W/pb.json" 2>"$W/pb.err" &
+  "$bin" -addr "127.0.0.1:$PORT" -scenario process -n "$N" -conc "$CONC" -payload "$PAYLOAD" -impl htq -label "$label" -timeout 900s >"$W/pb.json" 2>"$W/pb.err" &
   local pb=$! l
   while :; do
     l=$(redis-cli -p "$PORT" llen 'htq:{bench}:pending' 2>/dev/null || echo 0)
@@ -55,7 +56,7 @@ run() { # label binary
 import json, sys
 r = json.loads(open(sys.argv[1]).read())
 ir, n = int(sys.argv[2]), int(sys.argv[3])
-print(json.dumps({"scenario": "process-instructions", "label": r["label"], "conc": r["conc"], "n": n,
+print(json.dumps({"scenario": "process-instructions", "label": r["label"], "conc": r["conc"], "n": n, "payload_bytes": r.get("payload_bytes"),
                   "redis_instructions_per_task": ir // n, "redis_scripts_per_task": r["redis_scripts_per_task"],
                   "redis_cmds_per_task": r["redis_cmds_per_task"]}))
 PY

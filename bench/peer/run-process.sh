@@ -11,13 +11,15 @@
 #   BASE=/path/to/main REPS=3 bench/peer/run-process.sh     # ~3 min on 2 cores
 #
 # Environment: BASE (optional), PORT (default 6396; refused when taken),
-# REPS (3), N (50000), CONCS ("10 50"), OUT (results-latest-process.jsonl).
+# REPS (3), N (50000), CONCS ("10 50"), PAYLOAD (100 bytes a task),
+# OUT (results-latest-process.jsonl).
 set -euo pipefail
 cd "$(dirname "$0")"
 PORT=${PORT:-6396}
 REPS=${REPS:-3}
 N=${N:-50000}
 CONCS=${CONCS:-10 50}
+PAYLOAD=${PAYLOAD:-100}
 OUT=${OUT:-results-latest-process.jsonl}
 GO=${GO:-go}
 ADDR=127.0.0.1:$PORT
@@ -31,7 +33,7 @@ load() { printf '{"scenario":"loadavg","loadavg":"%s","time":"%s"}\n' "$(cut -d'
 load
 for rep in $(seq "$REPS"); do
 	for c in $CONCS; do
-		L=(-addr "$ADDR" -run "$rep" -scenario process -n "$N" -conc "$c")
+		L=(-addr "$ADDR" -run "$rep" -scenario process -n "$N" -conc "$c" -payload "$PAYLOAD")
 		./bin/peerbench "${L[@]}" -impl asynq -label peer 2>/dev/null >>"$OUT"
 		./bin/peerbench "${L[@]}" -impl htq -label this 2>/dev/null >>"$OUT"
 		if [ -n "${BASE:-}" ]; then
