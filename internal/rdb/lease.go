@@ -32,7 +32,9 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if prefix == "" {
 		prefix, again = tokenPrefix(p.ServerID), "0"
 	}
-	ext := k.msgs.external()
+	// Large messages are read outside the script when the fetch may carry
+	// enough tasks to pay for the second round trip (keys.go's msgSizes).
+	ext := p.Max >= extMinBatch && k.msgs.external()
 	for {
 		c := call{
 			s:    scriptFetch,

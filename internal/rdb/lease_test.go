@@ -328,7 +328,7 @@ func TestFetchLargeMessagesOutsideLua(t *testing.T) {
 		t.Fatalf("readMessages = %d IDs, %d messages, %v; want 2", len(ids), len(msgs), err)
 	}
 	// Fetch itself: the two left, read outside the script, whole.
-	ls := mustFetch(t, b, "q", 10)
+	ls := mustFetch(t, b, "q", 64)
 	if len(ls) != 2 {
 		t.Fatalf("Fetch with ext = %d leases, want 2", len(ls))
 	}
@@ -350,7 +350,7 @@ func TestFetchLargeMessagesOutsideLua(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustEnqueue(t, b, big("c1"), time.Time{})
-	got := mustFetch(t, b, "q", 10)
+	got := mustFetch(t, b, "q", 64)
 	if len(got) != 2 {
 		t.Fatalf("Fetch of a retried and a plain task = %d leases, want 2", len(got))
 	}
