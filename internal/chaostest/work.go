@@ -1,8 +1,10 @@
 package chaostest
 
 import (
+	"bytes"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"strconv"
 	"time"
 )
@@ -27,11 +29,25 @@ func WorkFor(i int, min, max time.Duration) time.Duration {
 }
 
 // Payload is the payload of a task whose handler runs for d: its length
-// in milliseconds, in decimal.
-func Payload(d time.Duration) []byte { return []byte(strconv.FormatInt(d.Milliseconds(), 10)) }
+// in milliseconds, in decimal, then, when HTQ_CHAOS_PAYLOAD names a size
+// in bytes, '|' and padding up to that size (large messages take another
+// path through a Redis fetch: rdb's form 4).
+func Payload(d time.Duration) []byte {
+	p := []byte(strconv.FormatInt(d.Milliseconds(), 10))
+	if n, err := strconv.Atoi(os.Getenv("HTQ_CHAOS_PAYLOAD")); err == nil && n > len(p)+1 {
+		p = append(p, '|')
+		for len(p) < n {
+			p = append(p, 'p')
+		}
+	}
+	return p
+}
 
 // ParsePayload reads the duration Payload wrote.
 func ParsePayload(p []byte) (time.Duration, error) {
+	if i := bytes.IndexByte(p, '|'); i >= 0 {
+		p = p[:i] // the padding of HTQ_CHAOS_PAYLOAD
+	}
 	ms, err := strconv.ParseInt(string(p), 10, 64)
 	if err != nil || ms < 0 {
 		return 0, fmt.Errorf("chaostest: payload %q is not a duration in milliseconds", p)

@@ -93,7 +93,61 @@ type queueKeys struct {
 	refetchMu sync.Mutex
 	refetch   []string
 	refetchN  atomic.Int32
+
+	// msgs follows the size of the queue's plain messages as this Broker
+	// fetches them, to choose where Fetch reads them.
+	msgs msgSizes
 }
+
+// extMessageBytes is the mean size of a queue's plain messages from which
+// Fetch reads them with an MGET of its own (lua/fetch.lua's ext, form 4)
+// rather than inside the script: Redis's Lua hashes every byte of a string
+// it makes (~14 instructions a byte with the copies, docs/performance.md),
+// while the script's type check costs about as much as 100 bytes and the
+// MGET a second round trip per fetch, which costs the worker more than it
+// saves Redis on small messages.
+const extMessageBytes = 512
+
+// extMinBatch is the least Max of a Fetch that may read large messages
+// outside the script: the second round trip is paid per fetch, the Redis
+// work saved per task. Measured at 1 KB messages (docs/performance.md): at
+// Concurrency 50 +23 % tasks/s, at 10 (fetches of ten tasks or fewer)
+// -9 %.
+const extMinBatch = 32
+
+// extPause is how many fetches Fetch reads in the script after a fetch
+// that asked for ext found a task that is not plain (a hash: retried,
+// scheduled, unique …), whose type checks were then spent for nothing.
+const extPause = 16
+
+// msgSizes is a queue's mean plain-message size in bytes (an
+// exponentially weighted mean over fetches) and the fetches left before
+// ext may be asked again.
+type msgSizes struct {
+	mean  atomic.Int64
+	pause atomic.Int32
+}
+
+// external tells whether the next Fetch asks the script for form 4.
+func (m *msgSizes) external() bool {
+	if m.pause.Load() > 0 {
+		m.pause.Add(-1)
+		return false
+	}
+	return m.mean.Load() >= extMessageBytes
+}
+
+// observe counts a fetch's n plain messages of total bytes.
+func (m *msgSizes) observe(bytes, n int) {
+	avg := int64(bytes / n)
+	if old := m.mean.Load(); old != 0 {
+		avg = old + (avg-old)/4
+	}
+	m.mean.Store(avg)
+}
+
+// missed records a fetch that asked for ext and got another form.
+func (m *msgSizes) missed() { m.pause.Store(extPause) }
 
 // maxRefetch bounds queueKeys.refetch: one prefix per fetch in flight
 // when the replies were lost; more would be fetch loops gone wild.

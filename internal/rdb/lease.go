@@ -32,11 +32,14 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 	if prefix == "" {
 		prefix, again = tokenPrefix(p.ServerID), "0"
 	}
+	// Large messages are read outside the script when the fetch may carry
+	// enough tasks to pay for the second round trip (keys.go's msgSizes).
+	ext := p.Max >= extMinBatch && k.msgs.external()
 	for {
 		c := call{
 			s:    scriptFetch,
 			keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + prefix, k.fetchN},
-			args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen, again},
+			args: []string{b.nowArg(), strconv.Itoa(p.Max), itoa(ms(p.LeaseDuration)), prefix, b.logLen, again, boolArg(ext)},
 		}
 		vals, err := b.run(ctx, c).ToArray()
 		if err != nil {
@@ -57,13 +60,13 @@ func (b *Broker) Fetch(ctx context.Context, p broker.FetchParams) ([]*broker.Lea
 				continue
 			}
 		}
-		return b.fetched(k, p, prefix, again, vals)
+		return b.fetched(ctx, k, p, prefix, again, ext, vals)
 	}
 }
 
 // fetched reads the reply vals of fetch.lua, called with token prefix
 // (again "1": a call again).
-func (b *Broker) fetched(k *queueKeys, p broker.FetchParams, prefix, again string, vals []rueidis.RedisMessage) ([]*broker.Lease, error) {
+func (b *Broker) fetched(ctx context.Context, k *queueKeys, p broker.FetchParams, prefix, again string, ext bool, vals []rueidis.RedisMessage) ([]*broker.Lease, error) {
 	if len(vals) == 0 {
 		return nil, nil
 	}
@@ -86,8 +89,12 @@ func (b *Broker) fetched(k *queueKeys, p broker.FetchParams, prefix, again strin
 	// same, the record keeping tasks for the next Fetch. Every lease of
 	// the call has the token prefix, which the reply leaves out.
 	form, err := vals[2].ToInt64()
-	if err != nil || form < 0 || form > 3 {
+	if err != nil || form < 0 || form > 4 {
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+	}
+
+	if ext && form == 0 && again == "0" {
+		k.msgs.missed()
 	}
 	if form == 2 && again == "1" {
 		// A fetch again handed out only p.Max of the tasks its record
@@ -95,7 +102,21 @@ func (b *Broker) fetched(k *queueKeys, p broker.FetchParams, prefix, again strin
 		k.keepRefetch(prefix)
 	}
 	var ids, msgs []rueidis.RedisMessage
-	if form == 3 {
+	switch {
+	case form == 4:
+		// Plain tasks whose messages the script left out: read here, so
+		// that they do not pass through Lua (lua/fetch.lua's ext).
+		if len(vals) != 4 {
+			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
+		}
+		if ids, msgs, err = b.readMessages(ctx, k, vals[3]); err != nil {
+			// The tasks are leased under prefix; the next Fetch calls
+			// with it again and gets them (lua/fetch.lua's record).
+			k.keepRefetch(prefix)
+			return nil, b.wrap("fetch "+p.Queue, err)
+		}
+		vals = nil
+	case form == 3:
 		if len(vals) != 5 {
 			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 		}
@@ -107,7 +128,7 @@ func (b *Broker) fetched(k *queueKeys, p broker.FetchParams, prefix, again strin
 			return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 		}
 		vals = nil
-	} else {
+	default:
 		vals = vals[3:]
 	}
 	// A lease and its message are allocated together, for the batch.
@@ -116,6 +137,7 @@ func (b *Broker) fetched(k *queueKeys, p broker.FetchParams, prefix, again strin
 	dl := time.UnixMilli(deadline)
 	dur := time.Duration(leaseMS) * time.Millisecond
 	var firstErr error
+	msgBytes, plain := 0, len(ids)
 	for len(vals) > 0 || len(ids) > 0 {
 		// f: id, m[, n, e, f]; an ID is a bulk string, never an integer.
 		var f []rueidis.RedisMessage
@@ -133,6 +155,9 @@ func (b *Broker) fetched(k *queueKeys, p broker.FetchParams, prefix, again strin
 		m := &x.m
 		switch len(f) {
 		case 0:
+			if s, e := msgs[0].ToString(); e == nil {
+				msgBytes += len(s)
+			}
 			err = decodePlainTask(ids[0], msgs[0], m)
 			ids, msgs = ids[1:], msgs[1:]
 		case 2:
@@ -152,10 +177,50 @@ func (b *Broker) fetched(k *queueKeys, p broker.FetchParams, prefix, again strin
 		x.l = broker.Lease{Msg: m, Token: prefix, Deadline: dl, Duration: dur}
 		out = append(out, &x.l)
 	}
+	if plain > 0 {
+		k.msgs.observe(msgBytes, plain)
+	}
 	if len(out) == 0 && firstErr != nil {
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// readMessages reads the messages of the plain tasks whose IDs are ids
+// (fetch.lua's form 4) with one MGET. A task gone since the script (nil:
+// its queue deleted, leases and all) is left out.
+func (b *Broker) readMessages(ctx context.Context, k *queueKeys, ids rueidis.RedisMessage) (idv, msgs []rueidis.RedisMessage, err error) {
+	idv, err = ids.ToArray()
+	if err != nil {
+		return nil, nil, errors.New("unexpected reply")
+	}
+	keys := make([]string, len(idv))
+	for i := range idv {
+		id, err := idv[i].ToString()
+		if err != nil {
+			return nil, nil, errors.New("unexpected reply")
+		}
+		keys[i] = k.task + id
+	}
+	if len(keys) == 0 {
+		return nil, nil, nil
+	}
+	msgs, err = b.c.Do(ctx, b.c.B().Mget().Key(keys...).Build()).ToArray()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(msgs) != len(idv) {
+		return nil, nil, errors.New("unexpected reply")
+	}
+	kept := 0
+	for i := range idv {
+		if msgs[i].IsNil() {
+			continue
+		}
+		idv[kept], msgs[kept] = idv[i], msgs[i]
+		kept++
+	}
+	return idv[:kept], msgs[:kept], nil
 }
 
 // leased is a lease and its message, allocated together per batch.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/htqueue/htq/internal/base"
 	"github.com/htqueue/htq/internal/broker"
 )
 
@@ -274,4 +275,98 @@ func TestFetchPlainBatchForm(t *testing.T) {
 	}
 	completeAll(t, b, ls)
 	checkInvariants(t, b)
+}
+
+// TestFetchLargeMessagesOutsideLua checks form 4 (lua/fetch.lua's ext):
+// once a queue's plain messages are large, Fetch has the script check
+// their types and reads them with an MGET of its own; the leases are
+// those of any fetch (payloads whole, Complete works, invariants hold). A
+// batch with a task in the hash form is answered as without ext, and
+// pauses ext; a task gone between the script and the MGET is left out.
+func TestFetchLargeMessagesOutsideLua(t *testing.T) {
+	b := newTestBroker(t, nil)
+	ctx := t.Context()
+	k := newQueueKeys("q")
+	big := func(id string) *base.TaskMessage {
+		m := msg("q", id)
+		m.Payload = []byte(strings.Repeat(id+"-", 2048/(len(id)+1)))
+		return m
+	}
+	for i := range 3 {
+		mustEnqueue(t, b, big(fmt.Sprint("a", i)), time.Time{})
+	}
+	first := mustFetch(t, b, "q", 10)
+	if len(first) != 3 {
+		t.Fatalf("Fetch = %d leases, want 3", len(first))
+	}
+	qk, err := b.keys("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !qk.msgs.external() {
+		t.Fatalf("mean message size %d after a fetch of 2 KB messages: ext not chosen", qk.msgs.mean.Load())
+	}
+	// The script's answer with ARGV[7] '1': form 4, the IDs only.
+	for i := range 4 {
+		mustEnqueue(t, b, big(fmt.Sprint("b", i)), time.Time{})
+	}
+	tok := tokenPrefix("s1")
+	vals, err := b.run(ctx, call{
+		s:    scriptFetch,
+		keys: []string{k.pending, k.active, k.leases, k.paused, k.task, k.settings, k.events, k.fetch + tok, k.fetchN},
+		args: []string{b.nowArg(), "2", "30000", tok, b.logLen, "0", "1"},
+	}).ToArray()
+	if err != nil || len(vals) != 4 {
+		t.Fatalf("fetch script with ext: %v, %d values; want form 4's 4", err, len(vals))
+	}
+	if form, _ := vals[2].ToInt64(); form != 4 {
+		t.Fatalf("fetch script with ext: form %d, want 4", form)
+	}
+	scripted, _ := vals[3].AsStrSlice()
+	ids, msgs, err := b.readMessages(ctx, qk, vals[3])
+	if err != nil || len(ids) != 2 || len(msgs) != 2 {
+		t.Fatalf("readMessages = %d IDs, %d messages, %v; want 2", len(ids), len(msgs), err)
+	}
+	// Fetch itself: the two left, read outside the script, whole.
+	ls := mustFetch(t, b, "q", 64)
+	if len(ls) != 2 {
+		t.Fatalf("Fetch with ext = %d leases, want 2", len(ls))
+	}
+	for _, l := range append(slices.Clone(first), ls...) {
+		if want := string(big(l.Msg.ID).Payload); string(l.Msg.Payload) != want || l.Token == "" {
+			t.Errorf("task %s: payload of %d bytes, token %q; want its %d bytes", l.Msg.ID, len(l.Msg.Payload), l.Token, len(want))
+		}
+	}
+	completeAll(t, b, first)
+	completeAll(t, b, ls)
+	// A batch with a retried task (a hash) while ext is chosen: form 0,
+	// and ext paused.
+	mustEnqueue(t, b, big("c0"), time.Time{})
+	l := mustFetch(t, b, "q", 1)[0]
+	if err := b.Retry(ctx, broker.RetryParams{Lease: l.Ref(), ErrMsg: "x", IsFailure: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Forward(ctx, "q", 100); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, b, big("c1"), time.Time{})
+	got := mustFetch(t, b, "q", 64)
+	if len(got) != 2 {
+		t.Fatalf("Fetch of a retried and a plain task = %d leases, want 2", len(got))
+	}
+	if qk.msgs.pause.Load() == 0 {
+		t.Errorf("a batch with a hash did not pause ext")
+	}
+	completeAll(t, b, got)
+	checkInvariants(t, b)
+	// A task gone between the script and the MGET (its queue deleted,
+	// keys and all) is left out; the others are read.
+	redis(t, b, "DEL", k.task+scripted[1])
+	ids, msgs, err = b.readMessages(ctx, qk, vals[3])
+	if err != nil || len(ids) != 1 || len(msgs) != 1 {
+		t.Fatalf("readMessages after a task's key went = %d IDs, %d messages, %v; want the one left", len(ids), len(msgs), err)
+	}
+	if id, _ := ids[0].ToString(); id != scripted[0] {
+		t.Errorf("readMessages kept %s, want %s", id, scripted[0])
+	}
 }

@@ -11,6 +11,7 @@
 -- ARGV[4] the fetch's token P ("<server ID>/<random>", from the caller)
 -- ARGV[5] event log length ('0' = off)
 -- ARGV[6] '1' when ARGV[4] is used again (its record is then read)
+-- ARGV[7] '1' when the caller reads plain tasks' messages itself (ext)
 -- Returns {} when the queue is paused or empty; {-1, retry-in ms} when the
 -- settings (max concurrency, rate limit, the keys' limits) allow no task
 -- now; {-2, 0} when a call again has nothing to answer (the caller then
@@ -18,7 +19,9 @@
 -- task: id, m when it has neither n, e nor f (a plain task), else 0, id,
 -- m, n, e, f (an absent field false)}; or, when every task of the fetch
 -- is plain and none came from a key's lane (the common case), {deadline
--- ms, lease ms, 3, the IDs, their messages} (two arrays, in order).
+-- ms, lease ms, 3, the IDs, their messages} (two arrays, in order), with
+-- ARGV[7] '1' {deadline ms, lease ms, 4, the IDs} (form 4: the caller
+-- reads their messages, the string form's values, with MGET).
 -- Every lease of one call has the token P (a task is leased at most once
 -- per fetch, so that queue, ID and token name one lease), which the reply
 -- does not repeat. form is 0 (or 3, above) for a fetch, 1 for a call
@@ -256,8 +259,23 @@ local tokp -- ARGV[4] .. '+', made once when a task needs it
 -- that are mostly absent).
 local tks = {}
 for i, id in ipairs(ids) do tks[i] = KEYS[5] .. id end
+-- ext (ARGV[7] '1'): the caller reads the messages of a batch of plain
+-- tasks itself (form 4, below), for large messages: Lua hashes every byte
+-- of a string it makes, so each task's type is asked instead of its
+-- message read; a batch with another task is read as without ARGV[7].
+local ext = ARGV[7] == '1' and next(held) == nil
+if ext then
+  for i = 1, #tks do
+    if redis.call('TYPE', tks[i]).ok ~= 'string' then
+      ext = false
+      break
+    end
+  end
+end
 local strs
-if #tks <= 4000 then
+if ext then
+  strs = ids -- every task plain: not read
+elseif #tks <= 4000 then
   strs = redis.call('MGET', unpack(tks))
 else
   strs = {}
@@ -297,6 +315,7 @@ if plain then
   if tokens then
     redis.call('HSET', KEYS[6], 'tk', string.format('%.17g', tokens - n), 'tt', istr(now))
   end
+  if ext then return {deadline, lease, 4, ids} end
   return {deadline, lease, 3, ids, strs}
 end
 for i, id in ipairs(ids) do
