@@ -205,7 +205,7 @@ func (b *Broker) readMessages(ctx context.Context, k *queueKeys, ids rueidis.Red
 	if len(keys) == 0 {
 		return nil, nil, nil
 	}
-	msgs, err = b.c.Do(ctx, b.c.B().Mget().Key(keys...).Build()).ToArray()
+	msgs, err = b.do(ctx, b.c.B().Mget().Key(keys...).Build()).ToArray()
 	if err != nil {
 		return nil, nil, err
 	}
