@@ -93,7 +93,9 @@ func (b *Broker) fetched(ctx context.Context, k *queueKeys, p broker.FetchParams
 		return nil, fmt.Errorf("rdb: fetch %s: unexpected reply", p.Queue)
 	}
 
-	if ext && form == 0 && again == "0" {
+	if ext && form == 0 {
+		// The batch held a task in the hash form: its type checks were
+		// spent for nothing.
 		k.msgs.missed()
 	}
 	if form == 2 && again == "1" {
@@ -422,8 +424,8 @@ func (b *Broker) Complete(ctx context.Context, leases []broker.LeaseRef) []error
 // those complete.lua must not see, whose errs it sets to a lost lease: a
 // lease that repeats the ID of an earlier one (broker.Broker.Complete: a
 // repeat completes nothing), so that the script needs no set of its own
-// to find them, and a lease without a token (the script reads an empty
-// token as the one before it). The set of IDs seen is taken from b.seen
+// to find them, and a lease without a token (no lease has an empty one:
+// it cannot hold). The set of IDs seen is taken from b.seen
 // and given back empty: a call allocates none.
 func (b *Broker) completable(leases []broker.LeaseRef, idx []int, errs []error) []int {
 	var seen map[string]struct{}

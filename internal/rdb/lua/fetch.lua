@@ -259,6 +259,26 @@ local tokp -- ARGV[4] .. '+', made once when a task needs it
 -- that are mostly absent).
 local tks = {}
 for i, id in ipairs(ids) do tks[i] = KEYS[5] .. id end
+-- grant writes the lease group of the n leases in lset (lib.lua), body
+-- its record (the states line, then the IDs), and takes the n tasks from
+-- the rate limit's bucket. The group has one member of the active zset:
+-- 66 bytes or more (a control character, then the token), longer than
+-- zset-max-listpack-value (64 by default), so that a new active zset is a
+-- skiplist at once (docs/redis-layout.md). As a listpack, which Redis
+-- keeps up to 128 members, every ZADD and ZREM scans and moves the whole
+-- zset. The record lives as long as the group (no expiry).
+local function grant(body)
+  if n > 0 then
+    redis.call('ZADD', KEYS[2], dl, GROUP .. ARGV[4])
+    redis.call('HSET', KEYS[9], ARGV[4], n)
+    call_many('HSET', KEYS[3], lset)
+    if ARGV[5] ~= '0' then log_entry(KEYS[7], ARGV[5], ARGV[1], 's', body, '') end
+    redis.call('SET', KEYS[8], body)
+  end
+  if tokens then
+    redis.call('HSET', KEYS[6], 'tk', string.format('%.17g', tokens - n), 'tt', istr(now))
+  end
+end
 -- ext (ARGV[7] '1'): the caller reads the messages of a batch of plain
 -- tasks itself (form 4, below), for large messages: Lua hashes every byte
 -- of a string it makes, so each task's type is asked instead of its
@@ -304,17 +324,9 @@ if plain then
     lset[2 * i - 1] = ids[i]
     lset[2 * i] = tok
   end
-  redis.call('ZADD', KEYS[2], dl, GROUP .. tok)
-  redis.call('HSET', KEYS[9], tok, n)
-  call_many('HSET', KEYS[3], lset)
   ids[0] = string.rep('1', n)
-  local body = table.concat(ids, '\n', 0, n)
+  grant(table.concat(ids, '\n', 0, n))
   ids[0] = nil
-  if ARGV[5] ~= '0' then log_entry(KEYS[7], ARGV[5], ARGV[1], 's', body, '') end
-  redis.call('SET', KEYS[8], body)
-  if tokens then
-    redis.call('HSET', KEYS[6], 'tk', string.format('%.17g', tokens - n), 'tt', istr(now))
-  end
   if ext then return {deadline, lease, 4, ids} end
   return {deadline, lease, 3, ids, strs}
 end
@@ -359,23 +371,6 @@ for i, id in ipairs(ids) do
     release_key(KEYS[1], held[id])
   end
 end
-if n > 0 then
-  -- One member of the active zset for the batch, its group's (lib.lua):
-  -- 66 bytes or more (a control character, then the token), longer than
-  -- zset-max-listpack-value (64 by default), so that a new active zset is
-  -- a skiplist at once (docs/redis-layout.md). As a listpack, which Redis
-  -- keeps up to 128 members, every ZADD and ZREM scans and moves the
-  -- whole zset.
-  redis.call('ZADD', KEYS[2], dl, GROUP .. ARGV[4])
-  redis.call('HSET', KEYS[9], ARGV[4], n)
-  call_many('HSET', KEYS[3], lset)
-  lg[1] = string.rep('1', n)
-  local body = table.concat(lg, '\n')
-  if ARGV[5] ~= '0' then log_entry(KEYS[7], ARGV[5], ARGV[1], 's', body, '') end
-  -- The group's record, which lives as long as the group (no expiry).
-  redis.call('SET', KEYS[8], body)
-end
-if tokens then
-  redis.call('HSET', KEYS[6], 'tk', string.format('%.17g', tokens - n), 'tt', istr(now))
-end
+lg[1] = string.rep('1', n)
+grant(table.concat(lg, '\n'))
 return out
